@@ -1,0 +1,26 @@
+# syntax=docker/dockerfile:1.7
+# The PyTorch wheels carry their own CUDA libraries; the base image supplies the runtime the
+# NVIDIA container toolkit expects. Run with: docker run --gpus all -p 7860:7860 -v $PWD/models:/app/models -v $PWD/output:/app/output IMAGE
+FROM nvidia/cuda:13.0.1-runtime-ubuntu24.04
+
+ENV DEBIAN_FRONTEND=noninteractive \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/venv/bin:$PATH
+
+# System packages first: they change least. FFmpeg's libraries are what torchcodec decodes audio with.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv ffmpeg \
+    && rm -rf /var/lib/apt/lists/*
+
+RUN python3 -m venv /opt/venv
+WORKDIR /app
+
+# Requirements before the code, so code changes reuse the (large) dependency layer.
+COPY requirements.txt .
+RUN --mount=type=cache,target=/root/.cache/pip pip install -r requirements.txt
+
+COPY . .
+VOLUME ["/app/models", "/app/output"]
+EXPOSE 7860
+CMD ["python", "app.py", "--host", "0.0.0.0"]

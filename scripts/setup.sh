@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Set up everything the app (and, with --test, the test suite) needs: system packages, a virtual
+# environment in .venv and the pinned Python packages. Safe to run again: each step is skipped
+# when already done, so a second run takes a second or two.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[[ "${1:-}" == "--test" ]] && want_test=1
+
+as_root() {
+  if [[ "$(id -u)" == 0 ]]; then "$@"
+  elif command -v sudo >/dev/null; then sudo "$@"
+  else echo "Need root to run: $*  (install these packages yourself, then run this again)" >&2; exit 1
+  fi
+}
+
+apt_install() {
+  echo "==> Installing system packages: $*"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+missing=()
+# torchcodec (audio decoding for torchaudio) loads FFmpeg's shared libraries.
+ldconfig -p 2>/dev/null | grep -q 'libavcodec\.so' || missing+=(ffmpeg)
+python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+if [[ $want_test == 1 ]]; then
+  # The browser test drives Debian's Chromium through its matching ChromeDriver.
+  command -v chromium >/dev/null || missing+=(chromium)
+  command -v chromedriver >/dev/null || missing+=(chromium-driver)
+fi
+if (( ${#missing[@]} )); then
+  command -v apt-get >/dev/null || { echo "Please install: ${missing[*]}" >&2; exit 1; }
+  apt_install "${missing[@]}"
+fi
+
+python3 - <<'PY' || { echo "Python 3.10-3.12 is required (found $(python3 --version 2>&1))." >&2; exit 1; }
+import sys
+sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)
+PY
+
+if [[ ! -x .venv/bin/python ]]; then
+  echo "==> Creating the virtual environment in .venv"
+  python3 -m venv .venv
+fi
+
+requirements=requirements.txt
+[[ $want_test == 1 ]] && requirements=requirements-test.txt
+stamp=".venv/.installed-$(basename "$requirements" .txt)"
+digest="$(cat requirements.txt "$requirements" | sha256sum | cut -d' ' -f1)"
+if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
+  echo "==> Installing Python packages from $requirements (the first time takes a few minutes: PyTorch is large)"
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -r "$requirements"
+  echo "$digest" > "$stamp"
+fi

@@ -1,0 +1,92 @@
+"""Headless command line over the same functions the notebook and web UI call.
+
+    python -m utils.cli train --train-csv data/metadata.csv --version tiny --num-epochs 2
+    python -m utils.cli validate --train-csv data/metadata.csv --language en
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import MISSING, fields
+from typing import Any
+
+from utils.train_args import TrainArguments
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _add_train_options(parser: argparse.ArgumentParser) -> None:
+    for f in fields(TrainArguments):
+        default = f.default if f.default is not MISSING else None
+        help_text = f.metadata.get("help", "").replace("%", "%%")  # argparse formats help with %
+        if isinstance(default, bool):
+            parser.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=default, help=help_text)
+        elif isinstance(default, tuple):
+            parser.add_argument(_flag(f.name), type=float, nargs="+", default=list(default), help=help_text)
+        else:
+            parser.add_argument(
+                _flag(f.name), type=type(default), default=default, help=help_text, choices=f.metadata.get("choices")
+            )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m utils.cli",
+        description="Fine-tune the XTTS v2 GPT on your own speech, without the web UI.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser(
+        "train", help="Fine-tune (same as train_gpt in a notebook).", formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    _add_train_options(train)
+    validate = commands.add_parser(
+        "validate", help="Check a dataset row by row without training.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )  # fmt: skip
+    validate.add_argument("--train-csv", required=True, help="Metadata CSV to check.")
+    validate.add_argument("--eval-csv", default="", help="Optional evaluation CSV.")
+    validate.add_argument("--language", default="en", help="Language code of the dataset.")
+    validate.add_argument("--max-audio-length", type=int, default=255995, help="Longest clip, in samples at 22050 Hz.")
+    validate.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
+    return parser
+
+
+def _print_progress(record: dict[str, Any]) -> None:
+    if record.get("type") == "eval":
+        print(f"[eval] step {record['step']}: eval_loss {record['eval_loss']}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "validate":
+        from utils.dataset import validate_dataset
+
+        report = validate_dataset(args.train_csv, args.eval_csv or None, args.language, args.max_audio_length)
+        if args.json:
+            print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        else:
+            print(report.summary())
+            for problem in report.problems:
+                print(f"{problem.csv_file}:{problem.line}: {problem.severity}: {problem.audio_file} {problem.reason}")
+        return 0 if report.ok else 1
+
+    from utils.gpt_train import train_gpt
+
+    options = {f.name: getattr(args, f.name) for f in fields(TrainArguments)}
+    options["lr_milestones"] = tuple(options["lr_milestones"])
+    try:
+        result = train_gpt(progress_callback=_print_progress, **options)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({**result._asdict(), "status": result.status}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,335 @@
+"""Dataset validation: every row checked before training, every rejected row explained.
+
+`validate_dataset` reads the user's CSV(s) and audio, never writes, and returns a `DatasetReport`
+with row-level problems (line numbers as an editor shows them). It streams the files, keeping only
+compact arrays per usable row, so a CSV of a million rows validates in bounded memory.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PureWindowsPath
+
+from utils.audio_checks import MIN_SECONDS, SILENCE_DBFS, XTTS_SAMPLE_RATE, AudioError, probe_audio
+from utils.dataset_csv import CsvRow, Problem, detect_layout, iter_rows
+from utils.languages import canonical_language, char_limit, is_known_language, is_valid_language_code
+
+DEFAULT_MAX_AUDIO_LENGTH = 255995  # samples at 22.05 kHz, ~11.6 s: what the XTTS GPT trainer accepts
+EVAL_FRACTION = 0.15
+# Above this many rows, audio is checked from file headers only (existence, format, duration):
+# decoding every clip of a large corpus would take hours before training could start.
+FULL_AUDIO_CHECK_MAX_ROWS = 20_000
+# Problems kept row by row; beyond this only their count by reason is kept (bounded memory).
+MAX_LISTED_PROBLEMS = 2_000
+HISTOGRAM_EDGES = tuple(range(0, 13))  # 1-second bins, 0-12 s; longer clips land in the last bin
+
+ProgressCallback = Callable[[int, int, str], None]
+
+
+@dataclass
+class _UsableRows:
+    """Line numbers and durations of one CSV's usable rows, as compact arrays."""
+
+    csv_file: str
+    lines: array = field(default_factory=lambda: array("l"))
+    durations: array = field(default_factory=lambda: array("f"))
+
+
+@dataclass
+class DatasetReport:
+    """What `validate_dataset` found. `problems` holds at most MAX_LISTED_PROBLEMS rows;
+    `problem_counts` counts every problem by reason."""
+
+    rows_read: int
+    rows_usable: int
+    minutes: float
+    problems: list[Problem]
+    histogram: dict[str, list]
+    language: str
+    notes: list[str] = field(default_factory=list)
+    problem_counts: dict[str, int] = field(default_factory=dict)
+    audio_check: str = "full"
+    max_audio_length: int = DEFAULT_MAX_AUDIO_LENGTH
+    _train: list[_UsableRows] = field(default_factory=list, repr=False)
+    _eval: list[_UsableRows] = field(default_factory=list, repr=False)
+    _eval_picks: dict[str, set[int]] = field(default_factory=dict, repr=False)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def file_errors(self) -> list[Problem]:
+        """Problems that make a whole file unusable (line 0, or an error with no audio file)."""
+        return [p for p in self.errors if p.line == 0]
+
+    @property
+    def train_count(self) -> int:
+        return sum(len(u.lines) for u in self._train) - sum(len(s) for s in self._eval_picks.values())
+
+    @property
+    def eval_count(self) -> int:
+        return sum(len(u.lines) for u in self._eval) + sum(len(s) for s in self._eval_picks.values())
+
+    @property
+    def ok(self) -> bool:
+        return not self.file_errors and self.train_count >= 1 and self.eval_count >= 1
+
+    def summary(self) -> str:
+        dropped = self.rows_read - self.rows_usable
+        lines = [
+            f"{self.rows_usable} of {self.rows_read} rows usable ({self.minutes:.1f} min of audio); "
+            f"{self.train_count} for training, {self.eval_count} for evaluation.",
+        ]
+        if dropped:
+            top = ", ".join(f"{n} × {reason}" for reason, n in Counter(self.problem_counts).most_common(3))
+            lines.append(f"{dropped} rows will not be used: {top}.")
+        lines += self.notes
+        lines += [f"{p.severity.upper()}: {p.reason}" for p in self.problems if p.line == 0]
+        return "\n".join(lines)
+
+    def problems_table(self) -> list[dict[str, object]]:
+        return [p.to_dict() for p in self.problems]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "rows_read": self.rows_read,
+            "rows_usable": self.rows_usable,
+            "rows_train": self.train_count,
+            "rows_eval": self.eval_count,
+            "minutes": round(self.minutes, 3),
+            "language": self.language,
+            "audio_check": self.audio_check,
+            "notes": self.notes,
+            "histogram": self.histogram,
+            "problem_counts": self.problem_counts,
+            "problems": self.problems_table(),
+        }
+
+    def iter_usable(self, split: str) -> Iterator[tuple[CsvRow, float]]:
+        """Re-read the CSV(s) and yield (row, duration) for the usable rows of `split` ("train"/"eval")."""
+        if split not in ("train", "eval"):
+            raise ValueError("split must be 'train' or 'eval'")
+        sources = self._train + self._eval
+        for usable in sources:
+            is_train_file = any(usable is u for u in self._train)
+            picks = self._eval_picks.get(usable.csv_file, set())
+            wanted = dict(zip(usable.lines, usable.durations))
+            for row in iter_rows(usable.csv_file):
+                if not isinstance(row, CsvRow) or row.line not in wanted:
+                    continue
+                in_eval = (not is_train_file) or row.line in picks
+                if (split == "eval") == in_eval:
+                    yield row, float(wanted[row.line])
+
+
+def _audio_problem(row: CsvRow, message: str) -> str:
+    """Explain a missing file with what the user most likely got wrong."""
+    if message != "file not found":
+        return f"Audio {message}."
+    written = row.audio_file
+    if PureWindowsPath(written).drive:
+        return (f"Audio not found: {written} is a Windows path; on this machine write it relative to the "
+                "CSV's folder (e.g. wavs/clip.wav).")  # fmt: skip
+    parts = Path(written.replace("\\", "/")).parts
+    if len(parts) > 1 and parts[0] == Path(row.csv_file).parent.name:
+        return (f"Audio not found at {row.audio_path}: the path repeats the CSV's folder name; paths are "
+                "relative to the folder the CSV is in.")  # fmt: skip
+    return f"Audio not found at {row.audio_path}."
+
+
+def _check_row(row: CsvRow, language: str, limit: int, max_seconds: float, full: bool) -> tuple[float | None, list[tuple[str, str]]]:
+    """(duration or None if unusable, [(severity, reason)])."""
+    found: list[tuple[str, str]] = []
+    text = row.text.strip()
+    if not text:
+        found.append(("error", "Text is empty."))
+    elif len(text) > limit:
+        found.append(("error", f"Text has {len(text)} characters, over the {limit}-character limit for "
+                      f"'{language}': XTTS would cut the speech short. Split the clip and its text."))  # fmt: skip
+    try:
+        info = probe_audio(row.audio_path, full=full)
+    except AudioError as exc:
+        found.append(("error", _audio_problem(row, str(exc))))
+        return None, found
+    duration = info.duration
+    if duration < MIN_SECONDS:
+        found.append(("error", f"Clip is {duration:.2f} s, shorter than {MIN_SECONDS:.0f} s."))
+    if duration * XTTS_SAMPLE_RATE > max_seconds * XTTS_SAMPLE_RATE + 0.5:
+        found.append(("error", f"Clip is {duration:.2f} s, longer than the {max_seconds:.2f} s limit "
+                      "(max_audio_length): the trainer would silently skip it. Cut it into shorter clips."))  # fmt: skip
+    if info.rms_dbfs is not None and info.rms_dbfs < SILENCE_DBFS:
+        level = "digital silence" if math.isinf(info.rms_dbfs) else f"{info.rms_dbfs:.0f} dBFS"
+        found.append(("error", f"Clip is silent ({level})."))
+    if info.sample_rate < 16000:
+        found.append(("warning", f"Sample rate is {info.sample_rate} Hz; it will be upsampled to 22050 Hz, "
+                      "which cannot restore the missing high frequencies."))  # fmt: skip
+    if info.peak is not None and info.peak >= 0.999:
+        found.append(("warning", "Clip reaches full scale: it may be clipped (distorted)."))
+    usable = not any(severity == "error" for severity, _ in found)
+    return (duration if usable else None), found
+
+
+def _count_rows(paths: list[Path]) -> int:
+    """Data lines (non-blank) across the files, for progress and for choosing the audio check depth."""
+    total = 0
+    for path in paths:
+        with open(path, "rb") as handle:
+            total += sum(1 for raw in handle if raw.strip())
+    return total
+
+
+def _check_paths(train_csv: object, eval_csv: object) -> tuple[Path, Path | None]:
+    if not train_csv or not str(train_csv).strip():
+        raise ValueError("train_csv is empty: give the path of your metadata CSV (audio_file|text|speaker_name).")
+    train = Path(str(train_csv)).expanduser()
+    if not train.is_file():
+        raise ValueError(f"train_csv not found: {train}. Check the path (relative paths start from {Path.cwd()}).")
+    evaluation = None
+    if eval_csv and str(eval_csv).strip():
+        evaluation = Path(str(eval_csv)).expanduser()
+        if not evaluation.is_file():
+            raise ValueError(f"eval_csv not found: {evaluation}. Leave it empty to hold out 15% of the train rows.")
+    for path in filter(None, (train, evaluation)):
+        if path.stat().st_size == 0:
+            raise ValueError(f"{path} is empty: it needs a header line and at least one row.")
+    return train, evaluation
+
+
+def validate_dataset(
+    train_csv: str | os.PathLike,
+    eval_csv: str | os.PathLike | None = None,
+    language: str = "en",
+    max_audio_length: int = DEFAULT_MAX_AUDIO_LENGTH,
+    *,
+    audio_check: str = "auto",
+    seed: int = 1,
+    phonemized: bool = False,
+    progress: ProgressCallback | None = None,
+) -> DatasetReport:
+    """Check a dataset row by row; read-only. See the module docstring.
+
+    audio_check: "full" decodes every clip (decodes, silence, level), "header" reads durations from
+    file headers only, "auto" is full up to FULL_AUDIO_CHECK_MAX_ROWS rows.
+    """
+    train_path, eval_path = _check_paths(train_csv, eval_csv)
+    if max_audio_length < XTTS_SAMPLE_RATE * MIN_SECONDS:
+        raise ValueError(f"max_audio_length is {max_audio_length} samples; it must be at least "
+                         f"{int(XTTS_SAMPLE_RATE * MIN_SECONDS)} (1 s at 22050 Hz).")  # fmt: skip
+    lang = canonical_language(language)
+    paths = [p for p in (train_path, eval_path) if p is not None]
+    total = _count_rows(paths)
+    if audio_check == "auto":
+        audio_check = "full" if total <= FULL_AUDIO_CHECK_MAX_ROWS else "header"
+    if audio_check not in ("full", "header"):
+        raise ValueError("audio_check must be 'auto', 'full' or 'header'.")
+    full = audio_check == "full"
+    max_seconds = max_audio_length / XTTS_SAMPLE_RATE
+    limit = char_limit(lang, phonemized=phonemized)
+
+    problems: list[Problem] = []
+    counts: Counter[str] = Counter()
+    notes: list[str] = []
+    if not full:
+        notes.append(f"{total} rows: audio checked from file headers only (existence, format, duration); "
+                     "silence and decoding are checked when training reads each clip.")  # fmt: skip
+
+    def report_problem(problem: Problem) -> None:
+        counts[_reason_key(problem.reason)] += 1
+        if len(problems) < MAX_LISTED_PROBLEMS:
+            problems.append(problem)
+
+    if not is_valid_language_code(lang):
+        report_problem(Problem(0, "", "error", f"Language code {language!r} is not a language code "
+                               "(use ISO 639: 'en', 'es', 'amh', ...)."))  # fmt: skip
+    elif not is_known_language(lang):
+        report_problem(Problem(0, "", "warning", f"'{lang}' is not one of the 17 languages of the XTTS v2 "
+                               f"base model: a new language token [{lang}] and vocabulary will be added."))  # fmt: skip
+
+    rows_read = 0
+    durations_seen: list[float] = []
+    histogram = [0] * len(HISTOGRAM_EDGES)
+    seen_audio: dict[str, tuple[str, int]] = {}
+    usable_by_file: dict[str, _UsableRows] = {}
+    done = 0
+    for path in paths:
+        layout = detect_layout(path)
+        for note in layout.notes:
+            notes.append(f"{path.name}: {note}")
+        for problem in layout.problems:
+            report_problem(Problem(problem.line, problem.audio_file, problem.severity, problem.reason, str(path)))
+        if any(p.severity == "error" for p in layout.problems):
+            continue
+        usable = usable_by_file.setdefault(str(path), _UsableRows(str(path)))
+        for row in iter_rows(path, layout):
+            done += 1
+            if progress and done % 200 == 0:
+                progress(done, total, f"Checking {path.name}")
+            if isinstance(row, Problem):
+                rows_read += 1
+                report_problem(row)
+                continue
+            if row.line == 0:
+                continue
+            rows_read += 1
+            duration, found = _check_row(row, lang, limit, max_seconds, full)
+            key = str(row.audio_path.resolve()) if row.audio_path.is_absolute() else str(row.audio_path)
+            if duration is not None and key in seen_audio:
+                first_file, first_line = seen_audio[key]
+                where = f"line {first_line}" + ("" if first_file == str(path) else f" of {Path(first_file).name}")
+                found.append(("warning", f"Same audio file as {where}: only the first is used."))
+                duration = None
+            for severity, reason in found:
+                report_problem(Problem(row.line, row.audio_file, severity, reason, str(path)))
+            if duration is None:
+                continue
+            seen_audio[key] = (str(path), row.line)
+            usable.lines.append(row.line)
+            usable.durations.append(duration)
+            durations_seen.append(duration)
+            histogram[min(int(duration), len(HISTOGRAM_EDGES) - 1)] += 1
+    if progress:
+        progress(total, total, "Checked")
+
+    train_usable = [usable_by_file[str(train_path)]] if str(train_path) in usable_by_file else []
+    eval_usable = [usable_by_file[str(eval_path)]] if eval_path and str(eval_path) in usable_by_file else []
+    eval_picks: dict[str, set[int]] = {}
+    if eval_path is None and train_usable:
+        lines = list(train_usable[0].lines)
+        if len(lines) >= 2:
+            k = max(1, round(len(lines) * EVAL_FRACTION))
+            eval_picks[str(train_path)] = set(random.Random(seed).sample(lines, k))
+            notes.append(f"No eval CSV: {k} of {len(lines)} usable rows ({EVAL_FRACTION:.0%}) held out for evaluation.")
+    rows_usable = len(durations_seen)
+    report = DatasetReport(
+        rows_read=rows_read,
+        rows_usable=rows_usable,
+        minutes=sum(durations_seen) / 60,
+        problems=problems,
+        histogram={"edges_s": list(HISTOGRAM_EDGES), "counts": histogram},
+        language=lang,
+        notes=notes,
+        problem_counts=dict(counts),
+        audio_check=audio_check,
+        max_audio_length=max_audio_length,
+        _train=train_usable,
+        _eval=eval_usable,
+        _eval_picks=eval_picks,
+    )
+    if rows_usable and report.eval_count == 0 and eval_path is None:
+        report_problem(Problem(0, "", "error", "Only one usable row: at least two are needed (one to train, "
+                               "one to evaluate)."))  # fmt: skip
+        report.problems = problems
+    return report
+
+
+def _reason_key(reason: str) -> str:
+    """Group similar reasons for the summary ("Clip is 0.42 s, shorter..." -> "Clip is shorter...")."""
+    words = [w for w in reason.split() if not any(ch.isdigit() for ch in w) and "/" not in w]
+    return " ".join(words[:6]).rstrip(".,:")
