@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
+import signal
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -11,18 +14,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=7860, help="Port to listen on.")
     parser.add_argument("--share", action="store_true", help="Also create a public gradio.live link.")
     parser.add_argument("--auth", default="", help="Require a login, as user:password.")
-    parser.add_argument("--output-dir", default="output", help="Where training runs are written.")
-    return parser.parse_args(argv)
+    parser.add_argument("--output-dir", default="output", help="Where datasets, runs and exports are written.")
+    args = parser.parse_args(argv)
+    if args.auth and ":" not in args.auth:
+        parser.error("--auth takes user:password")
+    return args
+
+
+def _raise_keyboard_interrupt(signum, frame) -> None:
+    # Gradio's launch loop ends cleanly on KeyboardInterrupt; then atexit handlers run.
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    import gradio as gr
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no calls home
+    from webui.ui import CSS, build_ui
 
-    with gr.Blocks(title="XTTS fine-tuning studio") as demo:
-        gr.Markdown("# XTTS fine-tuning studio\nThe web UI is being built; use `train_gpt` from a notebook meanwhile.")
-    auth = tuple(args.auth.split(":", 1)) if args.auth else None
-    demo.launch(server_name=args.host, server_port=args.port, share=args.share, auth=auth)
+    demo, ctx = build_ui(args.output_dir)
+    # On exit (Ctrl-C or SIGTERM), a running training child is asked to stop, which saves a checkpoint.
+    atexit.register(ctx.runner.shutdown)
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    demo.queue(default_concurrency_limit=4).launch(
+        server_name=args.host,
+        server_port=args.port,
+        share=args.share,
+        auth=tuple(args.auth.split(":", 1)) if args.auth else None,
+        allowed_paths=[str(ctx.output_dir)],
+        ssr_mode=False,
+        css=CSS,
+    )
 
 
 if __name__ == "__main__":

@@ -176,10 +176,16 @@ def _check_row(row: CsvRow, language: str, limit: int, max_seconds: float, full:
     return (duration if usable else None), found
 
 
-def _count_rows(paths: list[Path]) -> int:
-    """Data lines (non-blank) across the files, for progress and for choosing the audio check depth."""
+def _count_rows(paths: list[Path], index_dir: str | os.PathLike | None) -> int:
+    """Data lines across the files, for progress and for choosing the audio check depth."""
     total = 0
     for path in paths:
+        if index_dir is not None:
+            from utils.csv_index import CsvRowIndex
+
+            with CsvRowIndex.open(path, index_dir, has_header=detect_layout(path).has_header) as index:
+                total += len(index)
+            continue
         with open(path, "rb") as handle:
             total += sum(1 for raw in handle if raw.strip())
     return total
@@ -196,6 +202,9 @@ def _check_paths(train_csv: object, eval_csv: object) -> tuple[Path, Path | None
         evaluation = Path(str(eval_csv)).expanduser()
         if not evaluation.is_file():
             raise ValueError(f"eval_csv not found: {evaluation}. Leave it empty to hold out 15% of the train rows.")
+    if evaluation is not None and evaluation.resolve() == train.resolve():
+        raise ValueError("eval_csv is the same file as train_csv: leave eval_csv empty to hold out 15% of the rows, "
+                         "or give a separate file.")  # fmt: skip
     for path in filter(None, (train, evaluation)):
         if path.stat().st_size == 0:
             raise ValueError(f"{path} is empty: it needs a header line and at least one row.")
@@ -211,12 +220,15 @@ def validate_dataset(
     audio_check: str = "auto",
     seed: int = 1,
     phonemized: bool = False,
+    index_dir: str | os.PathLike | None = None,
     progress: ProgressCallback | None = None,
 ) -> DatasetReport:
     """Check a dataset row by row; read-only. See the module docstring.
 
     audio_check: "full" decodes every clip (decodes, silence, level), "header" reads durations from
     file headers only, "auto" is full up to FULL_AUDIO_CHECK_MAX_ROWS rows.
+    index_dir: where to cache each CSV's row-offset index (never beside the CSV); with it, the row
+    count for progress comes from the cached index instead of a counting pass over the file.
     """
     train_path, eval_path = _check_paths(train_csv, eval_csv)
     if max_audio_length < XTTS_SAMPLE_RATE * MIN_SECONDS:
@@ -224,7 +236,7 @@ def validate_dataset(
                          f"{int(XTTS_SAMPLE_RATE * MIN_SECONDS)} (1 s at 22050 Hz).")  # fmt: skip
     lang = canonical_language(language)
     paths = [p for p in (train_path, eval_path) if p is not None]
-    total = _count_rows(paths)
+    total = _count_rows(paths, index_dir)
     if audio_check == "auto":
         audio_check = "full" if total <= FULL_AUDIO_CHECK_MAX_ROWS else "header"
     if audio_check not in ("full", "header"):

@@ -102,7 +102,10 @@ class MetricsLogger(BaseDashboardLogger):
 
     # --- coqui dashboard logger interface ---------------------------------------------------------
     def train_step_stats(self, step: int, stats: dict[str, Any]) -> None:
-        loss = _number(stats.get("loss"))
+        text_ce, mel_ce = _number(stats.get("loss_text_ce")), _number(stats.get("loss_mel_ce"))
+        # The trainer logs "loss" divided by the gradient accumulation steps; the sum of the two
+        # weighted terms is the loss itself, comparable with the eval loss.
+        loss = text_ce + mel_ce if text_ce is not None and mel_ce is not None else _number(stats.get("loss"))
         self.nonfinite_streak = 0 if loss is not None else self.nonfinite_streak + 1
         self._pending = {
             "type": "train",
@@ -110,8 +113,8 @@ class MetricsLogger(BaseDashboardLogger):
             "epoch": self._epoch(),
             "total_steps": self.total_steps,
             "loss": loss,
-            "loss_text_ce": _number(stats.get("loss_text_ce")),
-            "loss_mel_ce": _number(stats.get("loss_mel_ce")),
+            "loss_text_ce": text_ce,
+            "loss_mel_ce": mel_ce,
             "lr": _number(stats.get("current_lr")),
             "grad_norm": _number(stats.get("grad_norm")),
             "amp_scale": _number(stats.get("amp_scaler")),

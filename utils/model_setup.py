@@ -224,9 +224,8 @@ def build_training_setup(
     train_samples = _samples(report, "train", language, frontend)
     eval_samples = _samples(report, "eval", language, frontend)
 
-    vocab: VocabChoice = prepare_vocab(
-        base_vocab, base_config, language, [s["text"] for s in train_samples], output_path, args.vocab_new_tokens
-    )
+    texts = [s["text"] for s in train_samples + eval_samples]
+    vocab: VocabChoice = prepare_vocab(base_vocab, base_config, language, texts, output_path, args.vocab_new_tokens)
     steps_per_epoch = max(1, math.ceil(len(train_samples) / args.batch_size))
     run_name = args.run_name or f"{language}-{base.version}"
     if resume_dir is None:
@@ -236,7 +235,7 @@ def build_training_setup(
         base,
         checkpoint=checkpoint,
         base_config=base_config,
-        vocab_path=vocab.path,
+        vocab_path=base_vocab,  # the checkpoint's shapes; adapt_model grows them to the run's vocab
         languages=vocab.languages,
         language=language,
         steps_per_epoch=steps_per_epoch,
@@ -293,7 +292,8 @@ def build_training_setup(
 
     inference_config = dict(base_config)
     inference_config["languages"] = vocab.languages
-    inference_config["model_args"] = {**base_config.get("model_args", {}), "tokenizer_file": ""}
+    inference_config["model_args"] = {**base_config.get("model_args", {}), "tokenizer_file": "",
+                                      "gpt_number_text_tokens": vocab.size}  # fmt: skip
     return TrainingSetup(
         trainer=trainer,
         metrics=metrics,

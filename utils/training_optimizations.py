@@ -174,8 +174,8 @@ class OptimizationReport:
 
     def to_markdown(self) -> str:
         lines = [f"**Device:** {self.device.get('summary', '')}", ""]
-        lines += [f"- ✅ **{item['name']}**: {item['detail']}" for item in self.applied]
-        lines += [f"- ⏭️ **{item['name']}** not applied: {item['reason']}" for item in self.skipped]
+        lines += [f"- **{item['name']}**: on. {item['detail']}" for item in self.applied]
+        lines += [f"- **{item['name']}**: off. {item['reason']}" for item in self.skipped]
         return "\n".join(lines)
 
 
@@ -187,10 +187,11 @@ CUDNN_BENCHMARK = "cuDNN benchmark"
 
 
 def gpt_transformer(model: torch.nn.Module) -> torch.nn.Module:
-    """The transformers GPT2Model inside coqui's GPTTrainer (or an Xtts, or the XTTS GPT wrapper)."""
-    xtts = getattr(model, "xtts", model)
-    gpt = getattr(xtts, "gpt", xtts)
-    return gpt.gpt
+    """The transformers GPT2Model inside coqui's GPTTrainer, an Xtts, or the XTTS GPT wrapper."""
+    found = getattr(model, "xtts", model)
+    while not hasattr(found, "h"):  # GPTTrainer.xtts -> Xtts.gpt (coqui GPT) -> GPT.gpt (GPT2Model)
+        found = found.gpt
+    return found
 
 
 def set_gradient_checkpointing(gpt2: torch.nn.Module, enable: bool) -> int:

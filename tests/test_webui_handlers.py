@@ -1,0 +1,148 @@
+"""The web UI's handlers as plain functions: validation, argument building, status reading."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import digests, write_clip, write_dataset
+from webui import run_view
+from webui.context import UIContext
+from webui.dataset_tab import validate_handler
+from webui.export_tab import delete_training_checkpoints
+from webui.runner import MetricsFollower, RunState, TrainingRunner
+from webui.train_tab import batch_markdown, build_train_kwargs, plan_markdown
+
+
+def make_context(tmp_path: Path) -> UIContext:
+    output = tmp_path / "output"
+    return UIContext(output_dir=output, runner=TrainingRunner(output))
+
+
+FORM = dict(version="tiny", custom_model="", language="en", num_epochs=3, batch_size=4, grad_acumm=2,
+            learning_rate=5e-6, max_seconds=10.0, grad_checkpoint=True, sdpa=False, mixed_precision=True,
+            precision="auto", use_amharic_g2p=False, train_csv="data/metadata.csv", eval_csv="", save_step=500,
+            seed=3, resume_from="")  # fmt: skip
+
+
+def test_build_train_kwargs_maps_the_form_to_train_gpt_arguments(tmp_path):
+    kwargs = build_train_kwargs(**FORM, output_dir=str(tmp_path))
+    assert kwargs["max_audio_length"] == 220500 and kwargs["enable_sdpa"] is False
+    assert kwargs["num_epochs"] == 3 and isinstance(kwargs["batch_size"], int)
+    assert kwargs["output_path"] == str(tmp_path) and kwargs["seed"] == 3
+    with pytest.raises(ValueError, match="num_epochs"):
+        build_train_kwargs(**{**FORM, "num_epochs": 0}, output_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="No dataset yet"):
+        build_train_kwargs(**{**FORM, "train_csv": " "}, output_dir=str(tmp_path))
+
+
+def test_batch_and_plan_texts():
+    text = batch_markdown(10, 4, 2, 3)
+    assert "4 × 2 = 8 clips" in text and "3 steps and 2 optimizer steps per epoch, 9 steps in 3 epochs" in text
+    assert "check a dataset" in batch_markdown(None, 4, 2, 3)
+    plan = plan_markdown(True, False, True, "fp16")
+    assert "**gradient checkpointing**: on." in plan and "**SDPA attention**: off." in plan
+
+
+def test_validate_handler_reports_problems_and_fills_the_fine_tune_fields(tmp_path):
+    ctx = make_context(tmp_path)
+    data = tmp_path / "data"
+    csv_path = write_dataset(data, n=6)
+    write_clip(data / "wavs" / "short.wav", 0.4, 99)
+    with open(csv_path, "a") as handle:
+        handle.write("wavs/short.wav|too short|speaker_a\nwavs/missing.wav|no file|speaker_a\n")
+    before = digests(data)
+
+    result = validate_handler(ctx, None, str(csv_path), None, "", "en", 11.6)
+    summary, problems, histogram, preview, *players, train_csv, eval_csv, language, train_rows = result
+    assert "Ready to train" in summary and "6 of 8 rows usable" in summary
+    assert list(problems["line"]) == [8, 9]
+    assert "shorter than 1 s" in problems["reason"][0] and "not found" in problems["reason"][1]
+    assert histogram["clips"].sum() == 6 and train_csv == str(csv_path) and eval_csv == "" and language == "en"
+    assert train_rows == 5 and len(preview) == 8
+    shown = [p for p in players if p["visible"]]
+    assert len(shown) == 3 and all(Path(p["value"]).parent == ctx.output_dir / ".preview" for p in shown)
+    assert digests(data) == before
+
+
+def test_validate_handler_turns_bad_input_into_a_message(tmp_path):
+    import gradio as gr
+
+    with pytest.raises(gr.Error, match="train_csv not found"):
+        validate_handler(make_context(tmp_path), None, str(tmp_path / "nope.csv"), None, "", "en", 11.6)
+
+
+def test_status_views_from_metrics_records():
+    records = [
+        {"type": "status", "status": "started", "total_steps": 10},
+        *({"type": "train", "step": s, "epoch": 1, "loss": 5.0 - 0.1 * s, "step_time": 0.5, "loader_time": 0.5,
+           "samples_per_sec": 8.0, "total_steps": 10} for s in range(1, 5)),  # fmt: skip
+        {"type": "eval", "step": 4, "eval_loss": 4.8, "total_steps": 10},
+    ]
+    info = run_view.progress(records)
+    assert (info["step"], info["total"], info["eval_loss"]) == (4, 10, 4.8)
+    assert info["eta_s"] == pytest.approx(6 * 1.0)
+    frame = run_view.loss_frame(records)
+    assert list(frame["series"]) == ["train"] * 4 + ["eval"] and frame["step"].dtype.kind == "i"
+    assert run_view.loss_frame([]).dtypes["loss"].kind == "f", "typed even when empty"
+    state = RunState(status="running", message="Training...", run_dir="/x")
+    text = run_view.status_markdown(state, records)
+    assert "Step 4 / 10" in text and "ETA 0m 06s" in text and "eval loss 4.8000" in text
+    assert "40%" in run_view.progress_html(records, "running")
+
+
+def test_code_snippet_reproduces_the_arguments():
+    arguments = {**build_train_kwargs(**FORM, output_dir="out"), "lr_milestones": [0.5, 0.75]}
+    tree = ast.parse(run_view.code_snippet(arguments))
+    call = tree.body[-1].value
+    keywords = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    assert keywords["version"] == "tiny" and keywords["grad_acumm"] == 2 and keywords["enable_sdpa"] is False
+    assert keywords["seed"] == 3 and keywords["save_step"] == 500
+    assert "lr_milestones" not in keywords, "defaults beyond the positional ones are left out"
+
+
+def test_metrics_follower_reads_only_complete_new_lines(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"type": "train", "step": 1}\n{"type": "tr')
+    follower = MetricsFollower()
+    assert [r["step"] for r in follower.follow(path)] == [1]
+    with open(path, "a") as handle:
+        handle.write('ain", "step": 2}\n')
+    assert [r["step"] for r in follower.follow(path)] == [1, 2]
+
+
+def test_delete_training_checkpoints_keeps_ready_and_records(tmp_path):
+    run = tmp_path / "run"
+    (run / "ready").mkdir(parents=True)
+    for name in ("checkpoint_5.pth", "best_model.pth", "best_model_3.pth", "ready/model.pth", "run.json"):
+        (run / name).write_text("x")
+    removed = delete_training_checkpoints(run)
+    assert sorted(p.name for p in removed) == ["best_model.pth", "best_model_3.pth", "checkpoint_5.pth"]
+    assert (run / "ready" / "model.pth").is_file() and (run / "run.json").is_file()
+
+
+@pytest.mark.slow
+def test_runner_status_follows_a_real_child_run(tmp_path, tiny_base):
+    runner = TrainingRunner(tmp_path / "output")
+    csv_path = write_dataset(tmp_path / "data", n=6)
+    kwargs = build_train_kwargs(**{**FORM, "train_csv": str(csv_path), "num_epochs": 1, "mixed_precision": False},
+                                output_dir=str(tmp_path / "output"))  # fmt: skip
+    started, _ = runner.start(kwargs)
+    assert started and runner.state.status == "starting"
+    again, message = runner.start(kwargs)
+    assert not again and "already" in message
+    import time
+
+    deadline = time.time() + 240
+    while runner.is_active() and time.time() < deadline:
+        time.sleep(0.5)
+    state = runner.poll()
+    assert state.status == "finished", (state.error, runner.log_tail())
+    assert Path(state.run_dir, "ready", "model.pth").is_file()
+    assert runner.metrics()[-1]["status"] == "finished"
+    assert state.memory_history and state.memory["process_rss_mb"] > 0
+    assert "Training finished." in runner.log_tail()
+    shutil.rmtree(tmp_path / "output", ignore_errors=True)

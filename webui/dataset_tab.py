@@ -1,0 +1,202 @@
+"""Dataset tab: upload CSVs, a zip or long recordings; see every problem; prepare a clean copy."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from utils.dataset import HISTOGRAM_EDGES, DatasetReport, validate_dataset
+from utils.languages import canonical_language
+from utils.prepare_dataset import prepare_dataset, preview_rows
+from utils.tiny_model import XTTS_LANGUAGES
+from webui.context import UIContext
+
+PREVIEW_PLAYERS = 3
+LANGUAGE_CHOICES = [*XTTS_LANGUAGES, "amh"]
+PROBLEM_COLUMNS = ["csv_file", "line", "audio_file", "severity", "reason"]
+
+
+def _path_of(upload: Any, typed: str) -> str:
+    """An uploaded file wins over a typed path; both may be empty."""
+    if upload:
+        return str(upload if isinstance(upload, str) else getattr(upload, "name", upload))
+    return (typed or "").strip()
+
+
+def histogram_labels(edges: list[int]) -> list[str]:
+    return [f"{e}-{e + 1} s" if i < len(edges) - 1 else f"{e}+ s" for i, e in enumerate(edges)]
+
+
+def report_tables(report: DatasetReport) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+    problems = pd.DataFrame(report.problems_table(), columns=PROBLEM_COLUMNS)
+    if not problems.empty:
+        problems["csv_file"] = problems["csv_file"].map(lambda p: Path(p).name if p else "")
+    edges, counts = report.histogram["edges_s"], report.histogram["counts"]
+    labels = histogram_labels(edges)
+    histogram = pd.DataFrame({"seconds": labels, "clips": counts})
+    state = "Ready to train" if report.ok else "Not ready to train"
+    summary = f"### {state}\n\n" + report.summary().replace("\n", "  \n")
+    return summary, problems, histogram
+
+
+def _preview(csv_path: str, preview_dir: Path) -> tuple[pd.DataFrame, list[Any]]:
+    rows = preview_rows(csv_path, count=8)
+    table = pd.DataFrame(
+        [{"line": r.line, "audio_file": r.audio_file, "text": r.text, "speaker": r.speaker_name} for r in rows],
+        columns=["line", "audio_file", "text", "speaker"],
+    )
+    players = []
+    preview_dir.mkdir(parents=True, exist_ok=True)
+    for row in rows:
+        if len(players) == PREVIEW_PLAYERS:
+            break
+        if row.audio_path.is_file():
+            # Serve a copy from the app's folder: the user's own folders are not exposed over HTTP.
+            digest = hashlib.sha1(str(row.audio_path.resolve()).encode()).hexdigest()[:12]
+            copy = preview_dir / f"{digest}{row.audio_path.suffix.lower()}"
+            if not copy.exists():
+                shutil.copyfile(row.audio_path, copy)
+            players.append(gr.update(value=str(copy), label=f"line {row.line}: {row.text[:60]}", visible=True))
+    players += [gr.update(value=None, visible=False)] * (PREVIEW_PLAYERS - len(players))
+    return table, players
+
+
+def validate_handler(ctx: UIContext, train_upload, train_path, eval_upload, eval_path, language, max_seconds):
+    """Check the dataset; returns the summary, tables, preview and the CSV paths for the Fine-tune tab."""
+    train_csv, eval_csv = _path_of(train_upload, train_path), _path_of(eval_upload, eval_path)
+    try:
+        report = validate_dataset(train_csv, eval_csv or None, language, int(float(max_seconds) * 22050))
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+    summary, problems, histogram = report_tables(report)
+    table, players = _preview(train_csv, ctx.output_dir / ".preview")
+    return (summary, problems, histogram, table, *players, train_csv, eval_csv, canonical_language(language),
+            report.train_count)  # fmt: skip
+
+
+def zip_handler(ctx: UIContext, zip_upload, language, max_seconds):
+    """Extract an uploaded zip (safely) into the datasets folder and validate its metadata CSV."""
+    from utils.safe_zip import UnsafeArchiveError, extract_zip_safely
+
+    if not zip_upload:
+        raise gr.Error("Upload a .zip holding your audio and a metadata CSV first.")
+    source = Path(_path_of(zip_upload, ""))
+    target = ctx.datasets_dir / f"{source.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        files = extract_zip_safely(source, target)
+    except UnsafeArchiveError as exc:
+        shutil.rmtree(target, ignore_errors=True)
+        raise gr.Error(f"The zip was refused: {exc}") from exc
+    csvs = sorted((f for f in files if f.suffix.lower() in (".csv", ".txt")), key=lambda f: (len(f.parts), f.name))
+    if not csvs:
+        raise gr.Error("The zip holds no .csv (or .txt) metadata file next to its audio.")
+    preferred = [c for c in csvs if "train" in c.name.lower()] or csvs
+    evals = [c for c in csvs if "eval" in c.name.lower() and c != preferred[0]]
+    return validate_handler(ctx, None, str(preferred[0]), None, str(evals[0]) if evals else "", language, max_seconds)
+
+
+def prepare_handler(ctx: UIContext, train_csv, eval_csv, language, max_seconds, name, progress=gr.Progress()):
+    if not train_csv:
+        raise gr.Error("Check a dataset first (its CSV path is then filled in).")
+    folder = ctx.datasets_dir / ((name or "").strip() or f"prepared-{canonical_language(language)}")
+    try:
+        prepared = prepare_dataset(
+            train_csv, folder, eval_csv or None, language, int(float(max_seconds) * 22050),
+            progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
+        )  # fmt: skip
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+    return (f"{prepared.summary()}\n\nThe Fine-tune tab now trains on it.", str(prepared.train_csv),
+            str(prepared.eval_csv), prepared.kept_train + prepared.added_train)  # fmt: skip
+
+
+def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, speaker, progress=gr.Progress()):
+    from utils.transcription import FasterWhisperTranscriber, TranscriberUnavailable, transcribe_recordings
+
+    paths = [_path_of(f, "") for f in (recordings or [])]
+    if not paths:
+        raise gr.Error("Upload one or more long recordings first.")
+    out = ctx.datasets_dir / f"transcribed-{time.strftime('%Y%m%d-%H%M%S')}"
+    lang = canonical_language(language)
+    try:
+        csv_path = transcribe_recordings(
+            paths, out, FasterWhisperTranscriber(whisper_model or "large-v3"),
+            language=None if lang == "auto" else lang.split("-")[0], speaker_name=speaker or "speaker",
+            progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
+        )  # fmt: skip
+    except (TranscriberUnavailable, ValueError) as exc:
+        raise gr.Error(str(exc)) from exc
+    return str(csv_path)
+
+
+def create_dataset_tab(ctx: UIContext) -> dict[str, Any]:
+    with gr.Tab("1. Dataset", id="dataset"):
+        gr.Markdown(
+            "Give a metadata CSV (`audio_file|text|speaker_name`; comma, tab and LJSpeech layouts are detected) "
+            "with audio paths relative to the CSV or absolute, **or** a zip of audio plus its CSV, **or** long "
+            "recordings to cut and transcribe. Nothing you give is modified."
+        )
+        with gr.Row():
+            with gr.Column():
+                train_upload = gr.File(label="Train CSV (upload)", file_types=[".csv", ".txt"], type="filepath")
+                train_path = gr.Textbox(label="…or train CSV path on this machine", placeholder="/data/voice/metadata.csv")
+            with gr.Column():
+                eval_upload = gr.File(label="Eval CSV (optional)", file_types=[".csv", ".txt"], type="filepath")
+                eval_path = gr.Textbox(label="…or eval CSV path", placeholder="empty: 15% of the train rows are held out")
+        with gr.Row():
+            language = gr.Dropdown(LANGUAGE_CHOICES, value="en", label="Language", allow_custom_value=True)
+            max_seconds = gr.Slider(2.0, 11.6, value=11.6, step=0.1, label="Longest clip (seconds)")
+            validate = gr.Button("Check dataset", variant="primary")
+        with gr.Accordion("Upload a zip (audio + metadata CSV)", open=False):
+            zip_upload = gr.File(label="Dataset zip", file_types=[".zip"], type="filepath")
+            zip_button = gr.Button("Extract and check")
+        with gr.Accordion("Long recordings: cut on silence and transcribe (faster-whisper)", open=False):
+            recordings = gr.File(label="Recordings", file_count="multiple", file_types=["audio"], type="filepath")
+            with gr.Row():
+                whisper_model = gr.Textbox(value="large-v3", label="Whisper model (name, or a local folder)")
+                speaker = gr.Textbox(value="speaker", label="Speaker name")
+                transcribe = gr.Button("Transcribe")
+        summary = gr.Markdown()
+        with gr.Row():
+            histogram = gr.BarPlot(x="seconds", y="clips", label="Clip durations", height=220,
+                                     sort=histogram_labels(list(HISTOGRAM_EDGES)))  # fmt: skip
+        problems = gr.Dataframe(headers=PROBLEM_COLUMNS, label="Problems (row by row)", wrap=True, max_height=320)
+        preview = gr.Dataframe(label="Preview", wrap=True, max_height=260)
+        with gr.Row():
+            players = [gr.Audio(visible=False, interactive=False) for _ in range(PREVIEW_PLAYERS)]
+        with gr.Row():
+            prepared_name = gr.Textbox(label="Prepared dataset name", placeholder="prepared-<language>")
+            prepare = gr.Button("Prepare dataset (22.05 kHz copy + train/eval split)")
+        prepared_summary = gr.Markdown()
+
+    outputs = [summary, problems, histogram, preview, *players, ctx.train_csv, ctx.eval_csv, ctx.language,
+               ctx.usable_train_rows]  # fmt: skip
+    validate.click(
+        functools.partial(validate_handler, ctx),
+        [train_upload, train_path, eval_upload, eval_path, language, max_seconds],
+        outputs,
+        api_name="validate_dataset",
+    )
+    zip_button.click(functools.partial(zip_handler, ctx), [zip_upload, language, max_seconds], outputs, api_name="upload_zip")
+    transcribe.click(
+        functools.partial(transcribe_handler, ctx), [recordings, whisper_model, language, speaker], train_path,
+        api_name="transcribe_recordings",
+    ).success(
+        functools.partial(validate_handler, ctx, None),
+        [train_path, eval_upload, eval_path, language, max_seconds],
+        outputs,
+    )  # fmt: skip
+    prepare.click(
+        functools.partial(prepare_handler, ctx),
+        [ctx.train_csv, ctx.eval_csv, language, max_seconds, prepared_name],
+        [prepared_summary, ctx.train_csv, ctx.eval_csv, ctx.usable_train_rows],
+        api_name="prepare_dataset",
+    )
+    return {"language": language, "summary": summary}

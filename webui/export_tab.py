@@ -1,0 +1,62 @@
+"""Export tab: download a run's ready/ folder as a zip; optionally delete its training checkpoints."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from utils.export import zip_ready
+from utils.inference import find_ready_dir
+from webui.context import UIContext
+
+
+def delete_training_checkpoints(run_dir: Path) -> list[Path]:
+    """Remove the run's training checkpoints (not ready/); returns what was removed."""
+    removed = []
+    for path in sorted(run_dir.glob("*.pth")):
+        if path.name.startswith(("checkpoint_", "best_model")):
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
+def export_handler(ctx: UIContext, run: str, delete_checkpoints: bool) -> tuple[str, str]:
+    """Zip the run's ready/ folder; returns (zip path, message)."""
+    if not run:
+        raise gr.Error("Pick a run to export.")
+    try:
+        ready = find_ready_dir(run)
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+    run_dir = ready.parent
+    target = ctx.output_dir / "exports" / f"{run_dir.name}.zip"
+    zip_ready(ready, target)
+    message = f"Exported {target.name} ({target.stat().st_size / 1024**2:.0f} MB)."
+    if delete_checkpoints:
+        if ctx.runner.is_active():
+            message += " Checkpoints kept: a training run is active."
+        else:
+            removed = delete_training_checkpoints(run_dir)
+            freed = sum(1 for _ in removed)
+            message += f" Deleted {freed} training checkpoint file(s); this run can no longer be resumed."
+    return str(target), message
+
+
+def create_export_tab(ctx: UIContext) -> dict[str, Any]:
+    with gr.Tab("4. Export", id="export"):
+        gr.Markdown("Download a run's `ready/` folder (model, config, vocab, speakers, reference wav, front-end "
+                    "settings) as a zip; it loads as it is with coqui's `Xtts.load_checkpoint`.")  # fmt: skip
+        with gr.Row():
+            run = gr.Dropdown(ctx.run_choices(ready_only=True), label="Run", allow_custom_value=True)
+            refresh_runs = gr.Button("↻ Runs", scale=0)
+        delete = gr.Checkbox(False, label="Delete the bulky training checkpoints after export (not while training)")
+        export = gr.Button("Export", variant="primary")
+        message = gr.Markdown()
+        archive = gr.File(label="Zip")
+    refresh_runs.click(lambda: gr.update(choices=ctx.run_choices(ready_only=True)), None, run,
+                       api_visibility="undocumented")  # fmt: skip
+    export.click(functools.partial(export_handler, ctx), [run, delete], [archive, message], api_name="export_model")
+    return {"run": run}

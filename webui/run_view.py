@@ -1,0 +1,159 @@
+"""Turning a run's state and metrics into what the Fine-tune tab shows (pure functions, no Gradio)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from utils.train_args import TrainArguments, argument_defaults
+
+STATUS_COLORS = {"starting": "#d97706", "running": "#16a34a", "stopping": "#d97706", "finished": "#2563eb",
+                 "stopped": "#6b7280", "interrupted": "#6b7280", "failed": "#dc2626"}  # fmt: skip
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
+
+
+def progress(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Step, total, epoch, ETA and the latest losses from metrics records."""
+    train = [r for r in records if r.get("type") == "train"]
+    evals = [r for r in records if r.get("type") == "eval"]
+    total = next((r.get("total_steps") for r in reversed(records) if r.get("total_steps")), None)
+    if not train:
+        return {"step": 0, "total": total, "fraction": 0.0, "eta_s": None, "epoch": None, "loss": None,
+                "eval_loss": evals[-1]["eval_loss"] if evals else None, "samples_per_sec": None}  # fmt: skip
+    last = train[-1]
+    recent = [r for r in train[-20:] if r.get("step_time")]
+    per_step = sum(r["step_time"] + (r.get("loader_time") or 0) for r in recent) / len(recent) if recent else None
+    total = max(total or last["step"], last["step"])
+    return {
+        "step": last["step"],
+        "total": total,
+        "fraction": last["step"] / total if total else 0.0,
+        "eta_s": (total - last["step"]) * per_step if per_step is not None else None,
+        "epoch": last.get("epoch"),
+        "loss": last.get("loss"),
+        "eval_loss": evals[-1]["eval_loss"] if evals else None,
+        "samples_per_sec": last.get("samples_per_sec"),
+    }
+
+
+def status_markdown(state: Any, records: list[dict[str, Any]]) -> str:
+    info = progress(records)
+    color = STATUS_COLORS.get(state.status, "#6b7280")
+    lines = [f'### <span style="color:{color}">{state.status.capitalize()}</span>', state.message]
+    if info["step"]:
+        total = info["total"] or "?"
+        lines.append(
+            f"**Step {info['step']} / {total}** · epoch {info['epoch']} · ETA {_duration(info['eta_s'])} · "
+            f"loss {info['loss']:.4f}" + (f" · eval loss {info['eval_loss']:.4f}" if info["eval_loss"] else "")
+            + (f" · {info['samples_per_sec']:.2f} samples/s" if info["samples_per_sec"] else "")
+        )  # fmt: skip
+    if state.started_at:
+        end = state.ended_at or time.time()
+        lines.append(f"Elapsed {_duration(end - state.started_at)}")
+    if state.run_dir:
+        lines.append(f"Run folder: `{state.run_dir}`")
+    if state.result.get("checkpoint_path"):
+        lines.append(f"Checkpoint: `{state.result['checkpoint_path']}`")
+    return "\n\n".join(lines)
+
+
+def progress_html(records: list[dict[str, Any]], status: str) -> str:
+    info = progress(records)
+    percent = 100.0 if status == "finished" else 100.0 * info["fraction"]
+    label = f"{info['step']} / {info['total'] or '?'} steps" if info["total"] else "waiting for the first step"
+    return (
+        '<div class="train-progress" style="border:1px solid #8884;border-radius:6px;height:22px;position:relative">'
+        f'<div style="width:{percent:.1f}%;height:100%;background:#3b82f6aa;border-radius:6px"></div>'
+        f'<span style="position:absolute;left:8px;top:1px;font-size:13px">{percent:.0f}% · {label}</span></div>'
+    )
+
+
+def _frame(rows: list[dict[str, Any]], dtypes: dict[str, str]) -> pd.DataFrame:
+    # Typed even when empty: the plot fixes its axis types from the first data it receives.
+    return pd.DataFrame(rows, columns=list(dtypes)).astype(dtypes)
+
+
+def loss_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for r in records:
+        if r.get("type") == "train" and r.get("loss") is not None:
+            rows.append({"step": r["step"], "loss": r["loss"], "series": "train"})
+        elif r.get("type") == "eval" and r.get("eval_loss") is not None:
+            rows.append({"step": r["step"], "loss": r["eval_loss"], "series": "eval"})
+    return _frame(rows, {"step": "int64", "loss": "float64", "series": "object"})
+
+
+_MEMORY_SERIES = {
+    "gpu_allocated_mb": "GPU allocated",
+    "gpu_reserved_mb": "GPU reserved",
+    "gpu_used_mb": "GPU used (all processes)",
+    "process_rss_mb": "training process RAM",
+    "ram_used_mb": "system RAM used",
+}
+
+
+def memory_frame(history: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    history = list(history)
+    dtypes = {"seconds": "float64", "MB": "float64", "series": "object"}
+    if not history:
+        return _frame([], dtypes)
+    start = history[0].get("time", 0.0)
+    rows = [
+        {"seconds": round(sample.get("time", 0.0) - start, 1), "MB": sample[key], "series": label}
+        for sample in history
+        for key, label in _MEMORY_SERIES.items()
+        if sample.get(key) is not None
+    ]
+    return _frame(rows, dtypes)
+
+
+def memory_markdown(training: dict[str, Any] | None, app: dict[str, Any]) -> str:
+    """The live memory panel: the training process's view when a run is active, else this app's."""
+
+    def gb(value: Any) -> str:
+        return "—" if value is None else f"{value / 1024:.2f} GB"
+
+    source = training or app
+    who = "training process" if training else "this app (no run active)"
+    gpu = (
+        f"**GPU** allocated {gb(source.get('gpu_allocated_mb'))} · reserved {gb(source.get('gpu_reserved_mb'))} · "
+        f"peak {gb(source.get('gpu_peak_allocated_mb'))}  \n"
+        f"**Whole GPU** used {gb(source.get('gpu_used_mb'))} of {gb(source.get('gpu_total_mb'))}"
+        if source.get("gpu_total_mb") is not None
+        else "**GPU** none (CPU only)"
+    )
+    return (
+        f"{gpu}  \n**RAM** used {gb(app.get('ram_used_mb'))} of {gb(app.get('ram_total_mb'))} · "
+        f"swap {gb(app.get('swap_used_mb'))}  \n"
+        f"**Processes** {who}: {gb(source.get('process_rss_mb'))} · web app: {gb(app.get('process_rss_mb'))}"
+    )
+
+
+def code_snippet(arguments: dict[str, Any]) -> str:
+    """The train_gpt(...) call that reproduces a run, listing what differs from the defaults."""
+    defaults = argument_defaults()
+    positional = TrainArguments.positional_names()
+    lines = ["from utils.gpt_train import train_gpt", "", "result = train_gpt("]
+    for name in positional:
+        lines.append(f"    {name}={arguments.get(name, defaults[name])!r},")
+    for name, value in arguments.items():
+        if name in positional or name not in defaults:
+            continue
+        if isinstance(defaults[name], tuple):
+            value = tuple(value)
+        if value != defaults[name]:
+            lines.append(f"    {name}={value!r},")
+    lines.append(")")
+    return "\n".join(lines)

@@ -1,0 +1,92 @@
+"""Test tab: speak any text with a fine-tuned voice (the run's text front end is applied for you)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from utils.export import REFERENCE_WAV, read_finetune_info
+from utils.inference import find_ready_dir, synthesize
+from webui.context import GPU_QUEUE, UIContext
+from webui.dataset_tab import LANGUAGE_CHOICES
+
+# ~21.5 GPT audio tokens per second of speech; 250 is about 11.6 s, the longest training clip.
+DEFAULT_MAX_AUDIO_TOKENS = 250
+
+
+def synthesize_handler(
+    ctx: UIContext, run: str, ready_path: str, reference: str | None, text: str, language: str, temperature: float,
+    length_penalty: float, repetition_penalty: float, top_k: float, top_p: float, speed: float, max_tokens: float,
+) -> tuple[str, str]:  # fmt: skip
+    """Generate speech; returns (audio path for the player, same path for download)."""
+    source = (ready_path or "").strip() or run
+    if not source:
+        raise gr.Error("Pick a finished run (or type the path of a ready/ folder).")
+    try:
+        ready = find_ready_dir(source)
+        output = ctx.output_dir / "synthesized" / f"{Path(source).name}-{time.strftime('%Y%m%d-%H%M%S')}.wav"
+        synthesize(
+            ready, text, language=language or None, reference_wav=reference or None, temperature=temperature,
+            length_penalty=length_penalty, repetition_penalty=repetition_penalty, top_k=int(top_k), top_p=top_p,
+            speed=speed, max_audio_tokens=int(max_tokens), output_wav=output,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+    return str(output), str(output)
+
+
+def run_selected(run: str, ready_path: str) -> tuple[Any, Any]:
+    """The run's language and reference clip, to prefill the form."""
+    source = (ready_path or "").strip() or run
+    try:
+        ready = find_ready_dir(source)
+    except ValueError:
+        return gr.update(), gr.update()
+    info = read_finetune_info(ready)
+    reference = ready / REFERENCE_WAV
+    return gr.update(value=info.get("language", "en")), gr.update(value=str(reference) if reference.is_file() else None)
+
+
+def create_test_tab(ctx: UIContext) -> dict[str, Any]:
+    with gr.Tab("3. Test", id="test"):
+        with gr.Row():
+            run = gr.Dropdown(ctx.run_choices(ready_only=True), label="Fine-tuned run", allow_custom_value=True)
+            refresh_runs = gr.Button("↻ Runs", scale=0)
+            ready_path = gr.Textbox(label="…or a ready/ folder path", placeholder="/path/to/run/ready")
+        with gr.Row():
+            with gr.Column():
+                text = gr.Textbox(label="Text", lines=3, value="Hello! This is my fine-tuned voice.")
+                language = gr.Dropdown(LANGUAGE_CHOICES, value="en", label="Language", allow_custom_value=True)
+                reference = gr.Audio(label="Reference voice (from the run, or upload your own)", type="filepath",
+                                     sources=["upload"])  # fmt: skip
+            with gr.Column():
+                temperature = gr.Slider(0.05, 1.5, value=0.75, step=0.05, label="Temperature")
+                length_penalty = gr.Slider(-2.0, 2.0, value=1.0, step=0.1, label="Length penalty")
+                repetition_penalty = gr.Slider(1.0, 20.0, value=5.0, step=0.5, label="Repetition penalty")
+                top_k = gr.Slider(1, 100, value=50, step=1, label="Top-k")
+                top_p = gr.Slider(0.05, 1.0, value=0.85, step=0.05, label="Top-p")
+                speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed")
+                max_tokens = gr.Slider(10, 600, value=DEFAULT_MAX_AUDIO_TOKENS, step=10,
+                                       label="Longest output (audio tokens, ~21.5 per second)")  # fmt: skip
+        generate = gr.Button("Generate", variant="primary")
+        with gr.Row():
+            audio = gr.Audio(label="Result", type="filepath", interactive=False)
+            download = gr.File(label="Download")
+    refresh_runs.click(lambda: gr.update(choices=ctx.run_choices(ready_only=True)), None, run,
+                       api_visibility="undocumented")  # fmt: skip
+    for trigger in (run.change, ready_path.submit):
+        trigger(run_selected, [run, ready_path], [language, reference], api_visibility="undocumented")
+    generate.click(
+        functools.partial(synthesize_handler, ctx),
+        [run, ready_path, reference, text, language, temperature, length_penalty, repetition_penalty, top_k, top_p,
+         speed, max_tokens],
+        [audio, download],
+        api_name="synthesize",
+        concurrency_id=GPU_QUEUE,
+        concurrency_limit=1,
+    )  # fmt: skip
+    return {"run": run}

@@ -1,0 +1,43 @@
+"""The studio's Blocks: one tab per module, sharing a UIContext (output folder, training runner)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+from webui.context import UIContext
+from webui.dataset_tab import create_dataset_tab
+from webui.export_tab import create_export_tab
+from webui.runner import TrainingRunner
+from webui.test_tab import create_test_tab
+from webui.train_tab import create_train_tab, register_status_api
+
+CSS = """
+#memory-panel { font-variant-numeric: tabular-nums; }
+"""
+
+
+def build_ui(output_dir: str | Path, runner: TrainingRunner | None = None) -> tuple[gr.Blocks, UIContext]:
+    output_dir = Path(output_dir).resolve()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    ctx = UIContext(output_dir=output_dir, runner=runner or TrainingRunner(output_dir))
+    with gr.Blocks(title="XTTS fine-tuning studio") as demo:
+        gr.Markdown("# XTTS fine-tuning studio")
+        # The Dataset tab fills these; they are shown in the Fine-tune tab.
+        ctx.train_csv = gr.Textbox(label="Train CSV", render=False, placeholder="filled by the Dataset tab")
+        ctx.eval_csv = gr.Textbox(label="Eval CSV (optional)", render=False, placeholder="empty: 15% held out")
+        ctx.language = gr.Dropdown(
+            ["en", "es", "fr", "de", "it", "pt", "pl", "tr", "ru", "nl", "cs", "ar", "zh-cn", "hu", "ko", "ja", "hi", "amh"],
+            value="en", label="Language", allow_custom_value=True, render=False,
+        )  # fmt: skip
+        ctx.usable_train_rows = gr.State(None)
+        with gr.Tabs():
+            create_dataset_tab(ctx)
+            train = create_train_tab(ctx)
+            create_test_tab(ctx)
+            create_export_tab(ctx)
+        register_status_api(ctx)
+        # Opening or reloading the page re-attaches to a running (or the last) run.
+        demo.load(train["refresh"], None, train["refresh_outputs"], api_visibility="undocumented")
+    return demo, ctx
