@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,7 @@ class AudioInfo:
     peak: float | None = None
 
 
-def read_mono(path: Path) -> tuple[np.ndarray, int, int]:
+def read_mono(path: str | os.PathLike) -> tuple[np.ndarray, int, int]:
     """Mono float32 samples at the file's own rate, and the channel count: soundfile first, FFmpeg
     (through torchaudio) for formats libsndfile lacks."""
     import soundfile as sf
@@ -46,11 +47,11 @@ def read_mono(path: Path) -> tuple[np.ndarray, int, int]:
         raise AudioError(f"cannot be decoded ({type(exc).__name__}: {str(exc)[:120]})") from exc
 
 
-def probe_audio(path: Path, *, full: bool = True) -> AudioInfo:
+def probe_audio(path: str | os.PathLike, *, full: bool = True) -> AudioInfo:
     """Duration and format from the header, plus level when `full` (the whole file is decoded)."""
     import soundfile as sf
 
-    if not path.is_file():
+    if not os.path.isfile(path):
         raise AudioError("file not found")
     if not full:
         try:

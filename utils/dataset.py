@@ -7,6 +7,7 @@ compact arrays per usable row, so a CSV of a million rows validates in bounded m
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import random
@@ -14,13 +15,15 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path, PureWindowsPath
+from pathlib import Path
+from typing import Any
 
 from utils.audio_checks import MIN_SECONDS, SILENCE_DBFS, XTTS_SAMPLE_RATE, AudioError, probe_audio
-from utils.dataset_csv import CsvRow, Problem, detect_layout, iter_rows
+from utils.dataset_csv import CsvLayout, CsvRow, Problem, detect_layout, is_windows_drive_path, iter_rows
 from utils.languages import canonical_language, char_limit, is_known_language, is_valid_language_code
 
 DEFAULT_MAX_AUDIO_LENGTH = 255995  # samples at 22.05 kHz, ~11.6 s: what the XTTS GPT trainer accepts
+MAX_TEXT_TOKENS = 200  # the trainer skips samples whose text is longer than this, silently
 EVAL_FRACTION = 0.15
 # Above this many rows, audio is checked from file headers only (existence, format, duration):
 # decoding every clip of a large corpus would take hours before training could start.
@@ -134,27 +137,72 @@ def _audio_problem(row: CsvRow, message: str) -> str:
     if message != "file not found":
         return f"Audio {message}."
     written = row.audio_file
-    if PureWindowsPath(written).drive:
+    if is_windows_drive_path(written.replace("\\", "/")):
         return (f"Audio not found: {written} is a Windows path; on this machine write it relative to the "
                 "CSV's folder (e.g. wavs/clip.wav).")  # fmt: skip
-    parts = Path(written.replace("\\", "/")).parts
-    if len(parts) > 1 and parts[0] == Path(row.csv_file).parent.name:
-        return (f"Audio not found at {row.audio_path}: the path repeats the CSV's folder name; paths are "
+    parts = [part for part in written.replace("\\", "/").split("/") if part]
+    if len(parts) > 1 and parts[0] == os.path.basename(os.path.dirname(row.csv_file)):
+        return (f"Audio not found at {row.audio_location}: the path repeats the CSV's folder name; paths are "
                 "relative to the folder the CSV is in.")  # fmt: skip
-    return f"Audio not found at {row.audio_path}."
+    return f"Audio not found at {row.audio_location}."
 
 
-def _check_row(row: CsvRow, language: str, limit: int, max_seconds: float, full: bool) -> tuple[float | None, list[tuple[str, str]]]:
+class _TextChecker:
+    """Checks a row's text as the model will see it: after the run's front end, against the
+    language's character limit and, when a vocab is given, for unknown characters and token count."""
+
+    def __init__(self, language: str, frontend: Any, vocab_path: str | os.PathLike | None) -> None:
+        self.language = language
+        self.frontend = frontend
+        self.limit = char_limit(language, phonemized=bool(getattr(frontend, "phonemized", False)))
+        self.tokenizer = None
+        if vocab_path is not None and Path(vocab_path).is_file():
+            from utils.tokenizer import tokenizer_for
+
+            tokenizer = tokenizer_for(vocab_path, language)
+            lang_token = "[zh-cn]" if language.startswith("zh") else f"[{language.split('-')[0]}]"
+            # A language the vocab lacks gets its own tokens before training: nothing to check yet.
+            if tokenizer.tokenizer.token_to_id(lang_token) is not None:
+                self.tokenizer = tokenizer
+
+    def check(self, raw: str) -> list[tuple[str, str]]:
+        text = raw.strip()
+        if not text:
+            return [("error", "Text is empty.")]
+        if self.frontend is not None:
+            text = self.frontend.apply(text)
+        found = []
+        if len(text) > self.limit:
+            found.append(("error", f"Text has {len(text)} characters, over the {self.limit}-character limit for "
+                          f"'{self.language}': XTTS would cut the speech short. Split the clip and its text."))  # fmt: skip
+        if self.tokenizer is not None:
+            found += self._check_tokens(text)
+        return found
+
+    def _check_tokens(self, text: str) -> list[tuple[str, str]]:
+        quiet = logging.getLogger("TTS.tts.layers.xtts.tokenizer")
+        level, quiet.level = quiet.level, logging.ERROR  # its length warning is reported above
+        try:
+            ids = self.tokenizer.encode(text, self.language)
+        finally:
+            quiet.level = level
+        found = []
+        if 1 in ids:  # [UNK]: the trainer's dataset drops such a row
+            cleaned = self.tokenizer.preprocess_text(text, self.language.split("-")[0])
+            unknown = sorted({ch for ch in cleaned if not ch.isspace() and self.tokenizer.tokenizer.token_to_id(ch) is None})
+            found.append(("error", f"Text has characters the model's vocabulary lacks ({' '.join(unknown[:12])}): "
+                          "the trainer would skip this row. Remove or transliterate them."))  # fmt: skip
+        if len(ids) > MAX_TEXT_TOKENS:
+            found.append(("error", f"Text is {len(ids)} tokens, over the trainer's {MAX_TEXT_TOKENS}-token limit: "
+                          "it would skip this row. Split the clip and its text."))  # fmt: skip
+        return found
+
+
+def _check_row(row: CsvRow, text_checker: _TextChecker, max_seconds: float, full: bool) -> tuple[float | None, list[tuple[str, str]]]:
     """(duration or None if unusable, [(severity, reason)])."""
-    found: list[tuple[str, str]] = []
-    text = row.text.strip()
-    if not text:
-        found.append(("error", "Text is empty."))
-    elif len(text) > limit:
-        found.append(("error", f"Text has {len(text)} characters, over the {limit}-character limit for "
-                      f"'{language}': XTTS would cut the speech short. Split the clip and its text."))  # fmt: skip
+    found = text_checker.check(row.text)
     try:
-        info = probe_audio(row.audio_path, full=full)
+        info = probe_audio(row.audio_location, full=full)
     except AudioError as exc:
         found.append(("error", _audio_problem(row, str(exc))))
         return None, found
@@ -176,18 +224,19 @@ def _check_row(row: CsvRow, language: str, limit: int, max_seconds: float, full:
     return (duration if usable else None), found
 
 
-def _count_rows(paths: list[Path], index_dir: str | os.PathLike | None) -> int:
+def _count_rows(layouts: dict[Path, CsvLayout], index_dir: str | os.PathLike | None) -> int:
     """Data lines across the files, for progress and for choosing the audio check depth."""
     total = 0
-    for path in paths:
+    for path, layout in layouts.items():
+        has_header = layout.has_header
         if index_dir is not None:
             from utils.csv_index import CsvRowIndex
 
-            with CsvRowIndex.open(path, index_dir, has_header=detect_layout(path).has_header) as index:
+            with CsvRowIndex.open(path, index_dir, has_header=has_header) as index:
                 total += len(index)
             continue
         with open(path, "rb") as handle:
-            total += sum(1 for raw in handle if raw.strip())
+            total += sum(1 for raw in handle if raw.strip()) - int(has_header)
     return total
 
 
@@ -219,7 +268,8 @@ def validate_dataset(
     *,
     audio_check: str = "auto",
     seed: int = 1,
-    phonemized: bool = False,
+    text_frontend: Any = None,
+    vocab_path: str | os.PathLike | None = None,
     index_dir: str | os.PathLike | None = None,
     progress: ProgressCallback | None = None,
 ) -> DatasetReport:
@@ -227,6 +277,8 @@ def validate_dataset(
 
     audio_check: "full" decodes every clip (decodes, silence, level), "header" reads durations from
     file headers only, "auto" is full up to FULL_AUDIO_CHECK_MAX_ROWS rows.
+    text_frontend: the run's TextFrontEnd; text is checked as the model will see it.
+    vocab_path: the model's vocab.json; rows with characters it lacks or over the token limit are errors.
     index_dir: where to cache each CSV's row-offset index (never beside the CSV); with it, the row
     count for progress comes from the cached index instead of a counting pass over the file.
     """
@@ -236,14 +288,15 @@ def validate_dataset(
                          f"{int(XTTS_SAMPLE_RATE * MIN_SECONDS)} (1 s at 22050 Hz).")  # fmt: skip
     lang = canonical_language(language)
     paths = [p for p in (train_path, eval_path) if p is not None]
-    total = _count_rows(paths, index_dir)
+    layouts = {path: detect_layout(path) for path in paths}
+    total = _count_rows(layouts, index_dir)
     if audio_check == "auto":
         audio_check = "full" if total <= FULL_AUDIO_CHECK_MAX_ROWS else "header"
     if audio_check not in ("full", "header"):
         raise ValueError("audio_check must be 'auto', 'full' or 'header'.")
     full = audio_check == "full"
     max_seconds = max_audio_length / XTTS_SAMPLE_RATE
-    limit = char_limit(lang, phonemized=phonemized)
+    text_checker = _TextChecker(lang, text_frontend, vocab_path)
 
     problems: list[Problem] = []
     counts: Counter[str] = Counter()
@@ -270,8 +323,7 @@ def validate_dataset(
     seen_audio: dict[str, tuple[str, int]] = {}
     usable_by_file: dict[str, _UsableRows] = {}
     done = 0
-    for path in paths:
-        layout = detect_layout(path)
+    for path, layout in layouts.items():
         for note in layout.notes:
             notes.append(f"{path.name}: {note}")
         for problem in layout.problems:
@@ -290,8 +342,8 @@ def validate_dataset(
             if row.line == 0:
                 continue
             rows_read += 1
-            duration, found = _check_row(row, lang, limit, max_seconds, full)
-            key = str(row.audio_path.resolve()) if row.audio_path.is_absolute() else str(row.audio_path)
+            duration, found = _check_row(row, text_checker, max_seconds, full)
+            key = row.audio_location
             if duration is not None and key in seen_audio:
                 first_file, first_line = seen_audio[key]
                 where = f"line {first_line}" + ("" if first_file == str(path) else f" of {Path(first_file).name}")

@@ -12,7 +12,7 @@ import csv
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path, PureWindowsPath
+from pathlib import Path
 
 AUDIO_EXTENSIONS = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".aac", ".aiff", ".aif", ".wma", ".webm")
 HEADER_COLUMNS = ("audio_file", "text", "speaker_name")
@@ -41,14 +41,18 @@ class Problem:
 
 @dataclass(frozen=True)
 class CsvRow:
-    """One data row as written in the CSV, plus the audio path it resolves to."""
+    """One data row as written in the CSV, plus the audio path it resolves to (`audio_location`)."""
 
     line: int
     audio_file: str
     text: str
     speaker_name: str
-    audio_path: Path
+    audio_location: str  # a plain string: millions of rows must not each build a Path
     csv_file: str = ""
+
+    @property
+    def audio_path(self) -> Path:
+        return Path(self.audio_location)
 
 
 @dataclass
@@ -161,20 +165,25 @@ def _split(line: str, separator: str) -> list[str]:
     return line.split(separator)
 
 
-def resolve_audio_path(value: str, csv_dir: Path) -> Path:
-    """An audio path as written (either slash, relative to the CSV's folder, or absolute)."""
-    value = value.strip().strip('"')
-    if PureWindowsPath(value).drive:  # C:\data\x.wav: keep it recognisable, it cannot exist here
-        return Path(value.replace("\\", "/"))
-    path = Path(value.replace("\\", "/"))
-    return path if path.is_absolute() else csv_dir / path
+def resolve_audio_path(value: str, csv_dir: str) -> str:
+    """An audio path as written (either slash, relative to the CSV's folder, or absolute).
+
+    Plain os.path string work: pathlib interns every path part, which costs memory per row."""
+    value = value.strip().strip('"').replace("\\", "/")
+    if is_windows_drive_path(value):  # C:/data/x.wav: keep it recognisable, it cannot exist here
+        return value
+    return os.path.normpath(value if os.path.isabs(value) else os.path.join(csv_dir, value))
+
+
+def is_windows_drive_path(value: str) -> bool:
+    return len(value) > 2 and value[1] == ":" and value[0].isalpha() and value[2] in "/\\"
 
 
 def iter_rows(path: str | os.PathLike, layout: CsvLayout | None = None) -> Iterator[CsvRow | Problem]:
     """Stream the data rows of a metadata CSV, yielding a Problem for each row that cannot be parsed."""
     path = Path(path)
     layout = layout or detect_layout(path)
-    csv_dir = path.parent
+    csv_dir = str(path.parent)
     header_skipped = not layout.has_header
     width = len(layout.columns)
     for number, line in iter_lines(path, layout.encoding):
@@ -190,8 +199,8 @@ def iter_rows(path: str | os.PathLike, layout: CsvLayout | None = None) -> Itera
                 yield Problem(number, fields[0], "error", "Expected `id|text|normalized text`.", str(path))
                 continue
             normalized = fields[2] if len(fields) > 2 and fields[2] else fields[1]
-            yield CsvRow(number, f"wavs/{fields[0]}.wav", normalized, "", csv_dir / "wavs" / f"{fields[0]}.wav",
-                         str(path))  # fmt: skip
+            yield CsvRow(number, f"wavs/{fields[0]}.wav", normalized, "",
+                         os.path.join(csv_dir, "wavs", f"{fields[0]}.wav"), str(path))  # fmt: skip
             continue
         record = _fields_to_record(fields, layout.columns, layout.separator)
         if isinstance(record, str):

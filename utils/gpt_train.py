@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import psutil
 import torch
 
-from utils.base_models import BaseModel, ensure_base_model
+from utils.base_models import TINY, BaseModel, check_version_name, ensure_base_model, models_root
 from utils.dataset import DatasetReport, validate_dataset
 from utils.export import READY_DIR, REFERENCE_WAV, export_ready
 from utils.languages import canonical_language
@@ -133,20 +133,23 @@ class _Run:
 
     # --- before any model is built --------------------------------------------------------------------
     def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
-        from utils.base_models import check_version_name
-
-        check_version_name(self.args.version, self.args.models_dir or None)
+        models_dir = self.args.models_dir or None
+        check_version_name(self.args.version, models_dir)
+        # The tiny model builds in seconds; a real one may need a download, so the dataset is checked
+        # first (against the vocab when it is already on disk).
+        base = ensure_base_model(TINY, models_dir) if self.args.version == TINY else None
+        vocab = _vocab_to_check(self.args, base, models_dir)
         report = validate_dataset(
             self.args.train_csv,
             self.args.eval_csv or None,
             self.language,
             self.args.max_audio_length,
             seed=self.args.seed,
-            phonemized=self.frontend.phonemized,
+            text_frontend=self.frontend,
+            vocab_path=vocab,
         )
         _raise_if_unusable(report, self.args.min_usable_rows)
-        base = ensure_base_model(self.args.version, self.args.models_dir or None)
-        return base, report
+        return base or ensure_base_model(self.args.version, models_dir), report
 
     def execute(self) -> TrainResult:
         base, report = self.check_inputs()
@@ -283,6 +286,14 @@ def _raise_if_unusable(report: DatasetReport, min_rows: int) -> None:
         f"{report.train_count} for training and {report.eval_count} for evaluation; {need} are needed.\n"
         f"{details}{more}\nFix these rows (see validate_dataset for the full report) and try again."
     )
+
+
+def _vocab_to_check(args: TrainArguments, base: BaseModel | None, models_dir: str | None) -> Path | None:
+    """The vocab the run will start from, if it is on disk already (a custom model's, else the base's)."""
+    if args.custom_model and (Path(args.custom_model).expanduser().parent / "vocab.json").is_file():
+        return Path(args.custom_model).expanduser().parent / "vocab.json"
+    vocab = base.vocab if base else models_root(models_dir) / args.version / "vocab.json"
+    return vocab if vocab.is_file() else None
 
 
 def _resume_dir(resume_from: str) -> Path:

@@ -20,7 +20,7 @@ from trainer.generic_utils import get_experiment_folder_path
 
 from utils.base_models import BaseModel
 from utils.coqui_trainer import FineTuneGPTTrainer, FineTuneTrainer, TrainingDiverged
-from utils.dataset import DatasetReport
+from utils.dataset import MAX_TEXT_TOKENS, DatasetReport
 from utils.metrics_log import MetricsLogger
 from utils.runs import METRICS_FILE
 from utils.text_frontend import TextFrontEnd
@@ -31,7 +31,6 @@ from utils.vocab import VocabChoice, prepare_vocab
 # The conditioning clip the GPT sees per sample: 3-6 s, as in coqui's XTTS v2 recipe.
 MIN_CONDITIONING_SAMPLES = 66150
 MAX_CONDITIONING_SAMPLES = 132300
-MAX_TEXT_TOKENS = 200
 # Steps in a row with a NaN/inf loss before the run is declared diverged (FP16 skips a few by design).
 NONFINITE_STEPS_LIMIT = 5
 
