@@ -157,3 +157,32 @@ def test_empty_csv_and_all_rows_failing_are_refused(tmp_path):
 def test_unknown_option_is_refused(tmp_path, dataset_csv):
     with pytest.raises(ValueError, match="Unknown option"):
         train_gpt(train_csv=str(dataset_csv), epochs=3, **FAST)
+
+
+def test_ctrl_c_saves_a_checkpoint_and_returns_instead_of_killing_the_process(tmp_path, tiny_base):
+    import signal
+
+    csv_path = write_dataset(tmp_path / "data", n=14)
+    seen: list[dict] = []
+
+    def press_ctrl_c_at_step_3(record: dict) -> None:
+        seen.append(record)
+        if record["type"] == "train" and record["step"] == 3:
+            signal.raise_signal(signal.SIGINT)  # what Ctrl-C / "interrupt kernel" delivers
+
+    result = train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=5, batch_size=3,
+                       grad_acumm=1, progress_callback=press_ctrl_c_at_step_3, **FAST)  # fmt: skip
+    assert result.status == "interrupted"
+    run = json.loads((Path(result.run_dir) / "run.json").read_text())
+    assert Path(run["stop_checkpoint"]).name == "checkpoint_2.pth" and Path(run["stop_checkpoint"]).is_file()
+    assert [r["step"] for r in train_records(result.run_dir)] == [1, 2, 3]
+    assert seen[-1]["type"] == "status" and seen[-1]["status"] == "interrupted"
+
+
+def test_out_of_memory_advice_names_what_to_change():
+    from utils.gpt_train import _out_of_memory_advice
+    from utils.train_args import TrainArguments
+
+    advice = _out_of_memory_advice(TrainArguments(batch_size=8, grad_acumm=2, enable_grad_checkpoint=False))
+    assert "enable_grad_checkpoint=True" in advice and "batch_size=4 with grad_acumm=4" in advice
+    assert "enable_mixed_precision" not in advice

@@ -146,3 +146,19 @@ def test_runner_status_follows_a_real_child_run(tmp_path, tiny_base):
     assert state.memory_history and state.memory["process_rss_mb"] > 0
     assert "Training finished." in runner.log_tail()
     shutil.rmtree(tmp_path / "output", ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_runner_reports_a_failed_child_and_stays_usable(tmp_path):
+    import time
+
+    runner = TrainingRunner(tmp_path / "output")
+    kwargs = build_train_kwargs(**{**FORM, "train_csv": str(tmp_path / "gone.csv")}, output_dir=str(tmp_path / "output"))
+    assert runner.start(kwargs)[0]
+    deadline = time.time() + 120
+    while runner.is_active() and time.time() < deadline:
+        time.sleep(0.5)
+    state = runner.poll()
+    assert state.status == "failed" and "train_csv not found" in state.error
+    assert "Traceback" in state.traceback and "train_csv not found" in runner.log_tail()
+    assert not runner.is_active() and runner.stop() == "No training run is active."

@@ -167,6 +167,11 @@ class _Run:
         print(f"\nRun folder: {run_dir}\n{setup.report.to_markdown()}\n{format_memory_stats()}\n", flush=True)
         try:
             setup.trainer.fit()
+        except torch.OutOfMemoryError as exc:
+            update_run(run_dir, status="failed", finished=now_iso(), error="out of GPU memory",
+                       steps_done=setup.trainer.total_steps_done)  # fmt: skip
+            logger.status("failed", error="out of GPU memory", step=setup.trainer.total_steps_done)
+            raise torch.OutOfMemoryError(_out_of_memory_advice(self.args)) from exc
         except BaseException as exc:
             update_run(run_dir, status="failed", finished=now_iso(), error=f"{type(exc).__name__}: {exc}",
                        steps_done=setup.trainer.total_steps_done)  # fmt: skip
@@ -258,6 +263,23 @@ class _Run:
             run_dir=str(run_dir),
             reference_wav=str(ready / REFERENCE_WAV),
         )
+
+
+def _out_of_memory_advice(args: TrainArguments) -> str:
+    """Turn a CUDA OOM into what to change, most effective first."""
+    steps = []
+    if not args.enable_grad_checkpoint:
+        steps.append("turn on gradient checkpointing (enable_grad_checkpoint=True)")
+    if not args.enable_mixed_precision:
+        steps.append("turn on mixed precision (enable_mixed_precision=True)")
+    if args.batch_size > 1:
+        smaller = max(1, args.batch_size // 2)
+        steps.append(f"use batch_size={smaller} with grad_acumm={args.grad_acumm * args.batch_size // smaller} "
+                     "(same effective batch)")  # fmt: skip
+    if args.max_audio_length > 220500:
+        steps.append("lower max_audio_length (e.g. 220500 = 10 s): memory grows with the longest clip")
+    steps.append("close other programs using the GPU (nvidia-smi lists them)")
+    return "Out of GPU memory. Try, in this order: " + "; ".join(steps) + "."
 
 
 def _json(data: Any) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 import gradio as gr
 
 from utils.base_models import available_versions
+from utils.text_frontend import TextFrontEnd
 from utils.train_args import TrainArguments
 from utils.training_optimizations import PRECISIONS, TrainingOptimizer, detect_gpu, get_memory_stats
 from webui import run_view
@@ -48,6 +49,7 @@ def build_train_kwargs(
         resume_from=(resume_from or "").strip(),
     )
     TrainArguments(**kwargs).validate()
+    TextFrontEnd(language, bool(use_amharic_g2p))  # G2P with another language is refused here, not in the run
     if not kwargs["train_csv"]:
         raise ValueError("No dataset yet: check one in the Dataset tab (or type the train CSV path).")
     return kwargs

@@ -35,9 +35,15 @@ def build_ui(output_dir: str | Path, runner: TrainingRunner | None = None) -> tu
         with gr.Tabs():
             create_dataset_tab(ctx)
             train = create_train_tab(ctx)
-            create_test_tab(ctx)
-            create_export_tab(ctx)
+            test = create_test_tab(ctx)
+            export = create_export_tab(ctx)
         register_status_api(ctx)
-        # Opening or reloading the page re-attaches to a running (or the last) run.
+        # Opening or reloading the page re-attaches to a running (or the last) run and lists the runs.
         demo.load(train["refresh"], None, train["refresh_outputs"], api_visibility="undocumented")
+        demo.load(
+            lambda: (gr.update(choices=[("(new run)", ""), *ctx.run_choices()]),
+                     gr.update(choices=ctx.run_choices(ready_only=True)),
+                     gr.update(choices=ctx.run_choices(ready_only=True))),
+            None, [train["resume_from"], test["run"], export["run"]], api_visibility="undocumented",
+        )  # fmt: skip
     return demo, ctx
