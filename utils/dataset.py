@@ -7,16 +7,18 @@ compact arrays per usable row, so a CSV of a million rows validates in bounded m
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
-import random
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from utils.audio_checks import MIN_SECONDS, SILENCE_DBFS, XTTS_SAMPLE_RATE, AudioError, probe_audio
 from utils.dataset_csv import CsvLayout, CsvRow, Problem, detect_layout, is_windows_drive_path, iter_rows
@@ -37,11 +39,24 @@ ProgressCallback = Callable[[int, int, str], None]
 
 @dataclass
 class _UsableRows:
-    """Line numbers and durations of one CSV's usable rows, as compact arrays."""
+    """Line numbers, durations and audio-path hashes of one CSV's usable rows, as compact arrays
+    (20 bytes a row), in line order."""
 
     csv_file: str
-    lines: array = field(default_factory=lambda: array("l"))
+    lines: array = field(default_factory=lambda: array("q"))
     durations: array = field(default_factory=lambda: array("f"))
+    hashes: array = field(default_factory=lambda: array("q"))
+
+    def keep(self, mask: np.ndarray) -> None:
+        for name in ("lines", "durations", "hashes"):
+            column = getattr(self, name)
+            setattr(self, name, array(column.typecode, np.frombuffer(column, dtype=column.typecode)[mask].tobytes())
+                    if len(column) else column)  # fmt: skip
+
+
+def _path_hash(location: str) -> int:
+    return int.from_bytes(hashlib.blake2b(location.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                          "little", signed=True)  # fmt: skip
 
 
 @dataclass
@@ -61,7 +76,7 @@ class DatasetReport:
     max_audio_length: int = DEFAULT_MAX_AUDIO_LENGTH
     _train: list[_UsableRows] = field(default_factory=list, repr=False)
     _eval: list[_UsableRows] = field(default_factory=list, repr=False)
-    _eval_picks: dict[str, set[int]] = field(default_factory=dict, repr=False)
+    _eval_picks: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # sorted line numbers
 
     @property
     def errors(self) -> list[Problem]:
@@ -74,11 +89,11 @@ class DatasetReport:
 
     @property
     def train_count(self) -> int:
-        return sum(len(u.lines) for u in self._train) - sum(len(s) for s in self._eval_picks.values())
+        return sum(len(u.lines) for u in self._train) - sum(len(p) for p in self._eval_picks.values())
 
     @property
     def eval_count(self) -> int:
-        return sum(len(u.lines) for u in self._eval) + sum(len(s) for s in self._eval_picks.values())
+        return sum(len(u.lines) for u in self._eval) + sum(len(p) for p in self._eval_picks.values())
 
     @property
     def ok(self) -> bool:
@@ -119,17 +134,28 @@ class DatasetReport:
         """Re-read the CSV(s) and yield (row, duration) for the usable rows of `split` ("train"/"eval")."""
         if split not in ("train", "eval"):
             raise ValueError("split must be 'train' or 'eval'")
-        sources = self._train + self._eval
-        for usable in sources:
+        for usable in self._train + self._eval:
             is_train_file = any(usable is u for u in self._train)
-            picks = self._eval_picks.get(usable.csv_file, set())
-            wanted = dict(zip(usable.lines, usable.durations))
+            picks = self._eval_picks.get(usable.csv_file, np.zeros(0, dtype=np.int64))
+            lines, durations = usable.lines, usable.durations
+            at = 0  # rows arrive in line order, as the usable lines were recorded: walk both together
             for row in iter_rows(usable.csv_file):
-                if not isinstance(row, CsvRow) or row.line not in wanted:
+                if not isinstance(row, CsvRow):
                     continue
-                in_eval = (not is_train_file) or row.line in picks
+                while at < len(lines) and lines[at] < row.line:
+                    at += 1
+                if at == len(lines):
+                    break
+                if lines[at] != row.line:
+                    continue
+                in_eval = (not is_train_file) or _contains(picks, row.line)
                 if (split == "eval") == in_eval:
-                    yield row, float(wanted[row.line])
+                    yield row, float(durations[at])
+
+
+def _contains(sorted_values: np.ndarray, value: int) -> bool:
+    i = int(np.searchsorted(sorted_values, value))
+    return i < len(sorted_values) and int(sorted_values[i]) == value
 
 
 def _audio_problem(row: CsvRow, message: str) -> str:
@@ -318,9 +344,8 @@ def validate_dataset(
                                f"base model: a new language token [{lang}] and vocabulary will be added."))  # fmt: skip
 
     rows_read = 0
-    durations_seen: list[float] = []
+    usable_count, usable_seconds = 0, 0.0
     histogram = [0] * len(HISTOGRAM_EDGES)
-    seen_audio: dict[str, tuple[str, int]] = {}
     usable_by_file: dict[str, _UsableRows] = {}
     done = 0
     for path, layout in layouts.items():
@@ -343,38 +368,39 @@ def validate_dataset(
                 continue
             rows_read += 1
             duration, found = _check_row(row, text_checker, max_seconds, full)
-            key = row.audio_location
-            if duration is not None and key in seen_audio:
-                first_file, first_line = seen_audio[key]
-                where = f"line {first_line}" + ("" if first_file == str(path) else f" of {Path(first_file).name}")
-                found.append(("warning", f"Same audio file as {where}: only the first is used."))
-                duration = None
             for severity, reason in found:
                 report_problem(Problem(row.line, row.audio_file, severity, reason, str(path)))
             if duration is None:
                 continue
-            seen_audio[key] = (str(path), row.line)
             usable.lines.append(row.line)
             usable.durations.append(duration)
-            durations_seen.append(duration)
-            histogram[min(int(duration), len(HISTOGRAM_EDGES) - 1)] += 1
+            usable.hashes.append(_path_hash(row.audio_location))
     if progress:
         progress(total, total, "Checked")
+    for duplicate in _drop_duplicate_audio(list(usable_by_file.values())):
+        report_problem(duplicate)
+    for usable in usable_by_file.values():
+        for duration in usable.durations:
+            usable_count += 1
+            usable_seconds += duration
+            histogram[min(int(duration), len(HISTOGRAM_EDGES) - 1)] += 1
 
     train_usable = [usable_by_file[str(train_path)]] if str(train_path) in usable_by_file else []
     eval_usable = [usable_by_file[str(eval_path)]] if eval_path and str(eval_path) in usable_by_file else []
-    eval_picks: dict[str, set[int]] = {}
+    eval_picks: dict[str, np.ndarray] = {}
     if eval_path is None and train_usable:
-        lines = list(train_usable[0].lines)
+        lines = np.frombuffer(train_usable[0].lines, dtype=np.int64)
         if len(lines) >= 2:
             k = max(1, round(len(lines) * EVAL_FRACTION))
-            eval_picks[str(train_path)] = set(random.Random(seed).sample(lines, k))
+            eval_picks[str(train_path)] = np.sort(np.random.default_rng(seed).choice(lines, size=k, replace=False))
             notes.append(f"No eval CSV: {k} of {len(lines)} usable rows ({EVAL_FRACTION:.0%}) held out for evaluation.")
-    rows_usable = len(durations_seen)
+    rows_usable = usable_count
+    file_order = {str(p): i for i, p in enumerate(paths)}
+    problems.sort(key=lambda p: (file_order.get(p.csv_file, -1), p.line))
     report = DatasetReport(
         rows_read=rows_read,
         rows_usable=rows_usable,
-        minutes=sum(durations_seen) / 60,
+        minutes=usable_seconds / 60,
         problems=problems,
         histogram={"edges_s": list(HISTOGRAM_EDGES), "counts": histogram},
         language=lang,
@@ -391,6 +417,42 @@ def validate_dataset(
                                "one to evaluate)."))  # fmt: skip
         report.problems = problems
     return report
+
+
+def _drop_duplicate_audio(files: list[_UsableRows]) -> list[Problem]:
+    """Keep the first row of each audio file (across train and eval); a warning for each other row.
+
+    Works on the 8-byte path hashes, sorted, so a million rows need no dictionary of paths."""
+    if not files or not any(len(u.hashes) for u in files):
+        return []
+    keys = np.concatenate([np.frombuffer(u.hashes, dtype=np.int64) for u in files])
+    owner = np.concatenate([np.full(len(u.hashes), i) for i, u in enumerate(files)])
+    position = np.concatenate([np.arange(len(u.hashes)) for u in files])
+    order = np.argsort(keys, kind="stable")  # stable: the first file's and line's row comes first
+    repeats = np.flatnonzero(keys[order][1:] == keys[order][:-1]) + 1
+    if not len(repeats):
+        return []
+    group_start = np.maximum.accumulate(np.where(np.r_[True, keys[order][1:] != keys[order][:-1]],
+                                                 np.arange(len(order)), 0))  # fmt: skip
+    masks = [np.ones(len(u.hashes), dtype=bool) for u in files]
+    wanted: dict[int, dict[int, str]] = {}
+    for r in repeats:
+        this, first = order[r], order[group_start[r]]
+        masks[owner[this]][position[this]] = False
+        first_file = files[owner[first]]
+        where = f"line {first_file.lines[position[first]]}"
+        if owner[first] != owner[this]:
+            where += f" of {Path(first_file.csv_file).name}"
+        wanted.setdefault(int(owner[this]), {})[int(files[owner[this]].lines[position[this]])] = where
+    problems = []
+    for index, lines in wanted.items():
+        for row in iter_rows(files[index].csv_file):  # once per file with duplicates, for the names
+            if isinstance(row, CsvRow) and row.line in lines:
+                problems.append(Problem(row.line, row.audio_file, "warning", f"Same audio file as {lines[row.line]}: "
+                                        "only the first is used.", files[index].csv_file))  # fmt: skip
+    for usable, mask in zip(files, masks):
+        usable.keep(mask)
+    return problems
 
 
 def _reason_key(reason: str) -> str:
