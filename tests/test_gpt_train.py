@@ -60,6 +60,11 @@ def test_end_to_end_run_returns_six_paths_and_a_model_that_learned(tmp_path, tin
     assert run["arguments"]["num_epochs"] == 2 and run["arguments"]["train_csv"] == str(csv_path)
     assert run["versions"]["coqui-tts"] and run["device"]["summary"]
     assert (Path(run_dir) / "optimizations.json").is_file()
+    trainer_config = json.loads((Path(run_dir) / "config.json").read_text())
+    assert trainer_config["grad_clip"] == 1.0 and trainer_config["scheduler_after_epoch"] is False
+    # Clipping measures the norm at each optimizer step: with grad_acumm=2 and 3 steps per epoch,
+    # the 2nd step and the epoch's last one.
+    assert [r["grad_norm"] is not None for r in records] == [False, True, True] * 2
 
     # The slim model has no optimizer or DVAE and loads into coqui's Xtts; its GPT moved from the base.
     from TTS.tts.configs.xtts_config import XttsConfig
@@ -186,3 +191,21 @@ def test_out_of_memory_advice_names_what_to_change():
     advice = _out_of_memory_advice(TrainArguments(batch_size=8, grad_acumm=2, enable_grad_checkpoint=False))
     assert "enable_grad_checkpoint=True" in advice and "batch_size=4 with grad_acumm=4" in advice
     assert "enable_mixed_precision" not in advice
+
+
+def test_missing_base_model_files_are_named_with_their_folder(tmp_path, dataset_csv, monkeypatch):
+    from utils.base_models import MissingBaseModelFiles
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = tmp_path / "models" / "v2.0.2"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "vocab.json").write_text("{}")
+    with pytest.raises(MissingBaseModelFiles) as error:
+        train_gpt(version="v2.0.2", models_dir=str(tmp_path / "models"), train_csv=str(dataset_csv),
+                  output_path=str(tmp_path / "out"), num_workers=0)  # fmt: skip
+    message = str(error.value)
+    for name in ("model.pth", "dvae.pth", "mel_stats.pth", "speakers_xtts.pth"):
+        assert f"  - {name}" in message
+    assert "config.json" not in message.split("missing from")[1].split("Put them")[0]
+    assert str(folder) in message and not (tmp_path / "out").exists()

@@ -94,6 +94,7 @@ def test_dataset_train_stop_status_memory_synthesize_export(app):
     assert stopped["status"] == "stopped", stopped
     stop_checkpoint = json.loads((Path(stopped["run_dir"]) / "run.json").read_text())["stop_checkpoint"]
     assert Path(stop_checkpoint).is_file() and stopped["step"] < 50 * 3
+    assert stop_checkpoint in stopped["message"], "the page says where the checkpoint is"
 
     audio, download = client.predict(
         str(first_run), "", None, "Hello from the test.", "en", 0.75, 1.0, 5.0, 50, 0.85, 1.0, 20,

@@ -162,3 +162,28 @@ def test_runner_reports_a_failed_child_and_stays_usable(tmp_path):
     assert state.status == "failed" and "train_csv not found" in state.error
     assert "Traceback" in state.traceback and "train_csv not found" in runner.log_tail()
     assert not runner.is_active() and runner.stop() == "No training run is active."
+
+
+def test_zip_upload_is_extracted_safely_and_checked(tmp_path):
+    import zipfile
+
+    import gradio as gr
+
+    from webui.dataset_tab import zip_handler
+
+    ctx = make_context(tmp_path)
+    csv_path = write_dataset(tmp_path / "data", n=5)
+    good = tmp_path / "voice.zip"
+    with zipfile.ZipFile(good, "w") as archive:
+        for file in (tmp_path / "data").rglob("*"):
+            archive.write(file, f"voice/{file.relative_to(tmp_path / 'data')}")
+    summary, *_, train_csv, eval_csv, language, train_rows = zip_handler(ctx, str(good), "en", 11.6)
+    assert "Ready to train" in summary and train_rows == 4
+    assert Path(train_csv).name == csv_path.name and ctx.datasets_dir in Path(train_csv).parents
+
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(evil, "w") as archive:
+        archive.writestr("../../escaped.csv", "audio_file|text|speaker_name\n")
+    with pytest.raises(gr.Error, match="refused"):
+        zip_handler(ctx, str(evil), "en", 11.6)
+    assert not (tmp_path / "escaped.csv").exists() and not (ctx.output_dir / "escaped.csv").exists()

@@ -68,11 +68,16 @@ def _preview(csv_path: str, preview_dir: Path) -> tuple[pd.DataFrame, list[Any]]
     return table, players
 
 
-def validate_handler(ctx: UIContext, train_upload, train_path, eval_upload, eval_path, language, max_seconds):
+def validate_handler(
+    ctx: UIContext, train_upload, train_path, eval_upload, eval_path, language, max_seconds, progress=gr.Progress()
+):  # fmt: skip
     """Check the dataset; returns the summary, tables, preview and the CSV paths for the Fine-tune tab."""
     train_csv, eval_csv = _path_of(train_upload, train_path), _path_of(eval_upload, eval_path)
     try:
-        report = validate_dataset(train_csv, eval_csv or None, language, int(float(max_seconds) * 22050))
+        report = validate_dataset(
+            train_csv, eval_csv or None, language, int(float(max_seconds) * 22050),
+            progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
+        )  # fmt: skip
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
     summary, problems, histogram = report_tables(report)

@@ -60,7 +60,11 @@ def _child_main(kwargs: dict[str, Any], stop_event: Any, messages: Any, log_path
                 messages.put({"type": "event", "record": record})
 
         result = train_gpt(**kwargs, stop_event=stop_event, progress_callback=forward)
-        messages.put({"type": "result", "result": result._asdict(), "status": result.status})
+        from utils.runs import read_run
+
+        record = read_run(result.run_dir)
+        messages.put({"type": "result", "status": result.status,
+                      "result": {**result._asdict(), "stop_checkpoint": record.get("stop_checkpoint")}})  # fmt: skip
     except BaseException as exc:  # noqa: BLE001 - everything is reported to the UI
         messages.put({"type": "error", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
         traceback.print_exc()
@@ -199,10 +203,11 @@ class TrainingRunner:
                 state.run_dir = state.result.get("run_dir", state.run_dir)
                 state.status = message["status"]
                 state.ended_at = time.time()
+                where = state.result.get("stop_checkpoint") or ""
                 state.message = {
                     "finished": "Training finished. The voice is ready in the Test and Export tabs.",
-                    "stopped": "Stopped. A checkpoint was saved; the run can be resumed.",
-                    "interrupted": "Interrupted. A checkpoint was saved; the run can be resumed.",
+                    "stopped": f"Stopped. Checkpoint saved: `{where}`. Resume it from Advanced > Resume run.",
+                    "interrupted": f"Interrupted. Checkpoint saved: `{where}`. Resume it from Advanced > Resume run.",
                 }.get(state.status, state.status)
             elif kind == "error":
                 state.status, state.error, state.traceback = "failed", message["error"], message["traceback"]
