@@ -193,14 +193,14 @@ def test_out_of_memory_advice_names_what_to_change():
     assert "enable_mixed_precision" not in advice
 
 
-def test_missing_base_model_files_are_named_with_their_folder(tmp_path, dataset_csv, monkeypatch):
+def test_missing_base_model_files_are_named_with_their_folder(tmp_path, tiny_base, dataset_csv, monkeypatch):
     from utils.base_models import MissingBaseModelFiles
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     folder = tmp_path / "models" / "v2.0.2"
     folder.mkdir(parents=True)
     (folder / "config.json").write_text("{}")
-    (folder / "vocab.json").write_text("{}")
+    (folder / "vocab.json").write_bytes(tiny_base.vocab.read_bytes())
     with pytest.raises(MissingBaseModelFiles) as error:
         train_gpt(version="v2.0.2", models_dir=str(tmp_path / "models"), train_csv=str(dataset_csv),
                   output_path=str(tmp_path / "out"), num_workers=0)  # fmt: skip
@@ -209,3 +209,12 @@ def test_missing_base_model_files_are_named_with_their_folder(tmp_path, dataset_
         assert f"  - {name}" in message
     assert "config.json" not in message.split("missing from")[1].split("Put them")[0]
     assert str(folder) in message and not (tmp_path / "out").exists()
+
+
+def test_unreadable_vocab_is_a_clear_error(tmp_path, dataset_csv):
+    folder = tmp_path / "models" / "v2.0.2"
+    folder.mkdir(parents=True)
+    (folder / "vocab.json").write_text("{}")
+    with pytest.raises(ValueError, match="is not a readable XTTS vocab.json"):
+        train_gpt(version="v2.0.2", models_dir=str(tmp_path / "models"), train_csv=str(dataset_csv),
+                  output_path=str(tmp_path / "out"))  # fmt: skip

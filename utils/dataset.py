@@ -185,7 +185,11 @@ class _TextChecker:
         if vocab_path is not None and Path(vocab_path).is_file():
             from utils.tokenizer import tokenizer_for
 
-            tokenizer = tokenizer_for(vocab_path, language)
+            try:
+                tokenizer = tokenizer_for(vocab_path, language)
+            except Exception as exc:  # noqa: BLE001 - the tokenizers library raises a bare Exception
+                raise ValueError(f"{vocab_path} is not a readable XTTS vocab.json ({exc}). Download it again, "
+                                 "or delete it to have it fetched.") from exc  # fmt: skip
             lang_token = "[zh-cn]" if language.startswith("zh") else f"[{language.split('-')[0]}]"
             # A language the vocab lacks gets its own tokens before training: nothing to check yet.
             if tokenizer.tokenizer.token_to_id(lang_token) is not None:
