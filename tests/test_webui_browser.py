@@ -92,6 +92,12 @@ def test_upload_check_train_and_watch_progress_and_memory(tmp_path, tiny_base, b
             changed = browser.find_element(By.CSS_SELECTOR, "#memory-panel").text != first_memory
         assert changed, "the memory panel did not update"
         browser.save_screenshot(str(tmp_path / "training.png"))
+
+        # Reloading the page re-attaches to the run: its progress comes back without starting anything.
+        browser.refresh()
+        wait_text(browser, "XTTS fine-tuning studio")
+        [t for t in browser.find_elements(By.CSS_SELECTOR, "button[role=tab]") if "Fine-tune" in t.text][0].click()
+        wait_text(browser, "Step ", 60)
         wait_text(browser, "Training finished", 240)
         browser.save_screenshot(str(tmp_path / "finished.png"))
         assert (tmp_path / "training.png").stat().st_size > 10_000
