@@ -13,10 +13,9 @@ The training loop is coqui's; these subclasses change only what a notebook or we
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
+from typing import Any
 
-import torch
 from TTS.tts.layers.xtts.trainer.gpt_trainer import GPTTrainer
 from trainer import Trainer
 
@@ -128,8 +127,19 @@ class FineTuneTrainer(Trainer):
         self._own_handlers = []
 
 
-def loss_is_finite(value: float | torch.Tensor | None) -> bool:
-    if value is None:
-        return True
-    value = float(value)
-    return not (math.isnan(value) or math.isinf(value))
+class DivergenceGuard:
+    """A step callback that ends the run once the loss has been NaN or infinite `limit` steps in a row.
+
+    A few non-finite steps are normal with FP16 (the GradScaler skips them); a streak means the weights
+    are broken, so nothing more is saved and the message says what to change."""
+
+    def __init__(self, metrics: Any, limit: int) -> None:
+        self.metrics = metrics
+        self.limit = limit
+
+    def __call__(self, trainer: Trainer) -> None:
+        if self.metrics.nonfinite_streak >= self.limit:
+            raise TrainingDiverged(
+                f"The loss was NaN or infinite for {self.metrics.nonfinite_streak} steps in a row: training diverged. "
+                "Lower the learning rate, or use precision='bf16' or 'fp32'. Earlier checkpoints are kept."
+            )

@@ -19,7 +19,7 @@ from trainer import TrainerArgs
 from trainer.generic_utils import get_experiment_folder_path
 
 from utils.base_models import BaseModel
-from utils.coqui_trainer import FineTuneGPTTrainer, FineTuneTrainer, TrainingDiverged
+from utils.coqui_trainer import DivergenceGuard, FineTuneGPTTrainer, FineTuneTrainer
 from utils.dataset import MAX_TEXT_TOKENS, DatasetReport
 from utils.metrics_log import MetricsLogger
 from utils.runs import METRICS_FILE
@@ -259,13 +259,6 @@ def build_training_setup(
         on_event=on_event,
     )
 
-    def guard(trainer: Any) -> None:
-        if metrics.nonfinite_streak >= NONFINITE_STEPS_LIMIT:
-            raise TrainingDiverged(
-                f"The loss was NaN or infinite for {metrics.nonfinite_streak} steps in a row: training diverged. "
-                "Lower the learning rate, or use precision='bf16' or 'fp32'. Earlier checkpoints are kept."
-            )
-
     trainer = FineTuneTrainer(
         TrainerArgs(continue_path=str(resume_dir) if resume_dir else "", grad_accum_steps=args.grad_acumm),
         config,
@@ -282,7 +275,7 @@ def build_training_setup(
             "on_train_epoch_start": metrics.on_train_epoch_start,
         },
     )
-    trainer.callbacks.callbacks_on_train_step_end.append(guard)
+    trainer.callbacks.callbacks_on_train_step_end.append(DivergenceGuard(metrics, NONFINITE_STEPS_LIMIT))
     run_dir = Path(trainer.output_path)
     metrics.path = run_dir / METRICS_FILE
     metrics.trainer = trainer
