@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1.7
 # The PyTorch wheels carry their own CUDA libraries; the base image supplies the runtime the
-# NVIDIA container toolkit expects. Run with: docker run --gpus all -p 7860:7860 -v $PWD/models:/app/models -v $PWD/output:/app/output IMAGE
+# NVIDIA container toolkit expects. Run with (see README): docker run --gpus all --stop-timeout 120
+#   -p 127.0.0.1:7860:7860 -v $PWD/models:/app/models -v $PWD/output:/app/output IMAGE
 FROM nvidia/cuda:13.0.1-runtime-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive \

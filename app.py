@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no calls home
     from webui.ui import CSS, build_ui
 
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.auth:
+        print(f"warning: serving on {args.host} without --auth: anyone who can reach this port can train, read "
+              "the datasets and runs under the output folder, and use the GPU.", flush=True)  # fmt: skip
     demo, ctx = build_ui(args.output_dir)
     # On exit (Ctrl-C or SIGTERM), a running training child is asked to stop, which saves a checkpoint.
     atexit.register(ctx.runner.shutdown)

@@ -8,37 +8,36 @@ cd "$(dirname "$0")/.."
 want_test=0
 [[ "${1:-}" == "--test" ]] && want_test=1
 
+python3 - <<'PY' || { echo "Python 3.10-3.12 is required as python3 (found $(python3 --version 2>&1))." >&2; exit 1; }
+import sys
+sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)
+PY
+
 as_root() {
   if [[ "$(id -u)" == 0 ]]; then "$@"
   elif command -v sudo >/dev/null; then sudo "$@"
-  else echo "Need root to run: $*  (install these packages yourself, then run this again)" >&2; exit 1
+  else return 1
   fi
 }
 
 apt_install() {
+  command -v apt-get >/dev/null || return 1
   echo "==> Installing system packages: $*"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
-missing=()
+required=()
 # torchcodec (audio decoding for torchaudio) loads FFmpeg's shared libraries.
-ldconfig -p 2>/dev/null | grep -q 'libavcodec\.so' || missing+=(ffmpeg)
-python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
-if [[ $want_test == 1 ]]; then
-  # The browser test drives Debian's Chromium through its matching ChromeDriver.
-  command -v chromium >/dev/null || missing+=(chromium)
-  command -v chromedriver >/dev/null || missing+=(chromium-driver)
+python3 -c 'import ctypes.util, sys; sys.exit(0 if ctypes.util.find_library("avcodec") else 1)' || required+=(ffmpeg)
+python3 -c 'import ensurepip, venv' 2>/dev/null || required+=(python3-venv)
+if (( ${#required[@]} )); then
+  apt_install "${required[@]}" || { echo "Please install: ${required[*]} (as root), then run this again." >&2; exit 1; }
 fi
-if (( ${#missing[@]} )); then
-  command -v apt-get >/dev/null || { echo "Please install: ${missing[*]}" >&2; exit 1; }
-  apt_install "${missing[@]}"
+if [[ $want_test == 1 ]] && ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
+  # Only the browser test needs them; it is skipped, saying why, when they cannot be installed.
+  apt_install chromium chromium-driver || echo "warning: could not install chromium and chromium-driver" >&2
 fi
-
-python3 - <<'PY' || { echo "Python 3.10-3.12 is required (found $(python3 --version 2>&1))." >&2; exit 1; }
-import sys
-sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)
-PY
 
 if [[ ! -x .venv/bin/python ]]; then
   echo "==> Creating the virtual environment in .venv"

@@ -68,7 +68,8 @@ def test_dataset_train_stop_status_memory_synthesize_export(app):
     csv_path = absolute_path_csv(folder / "data")
     before = csv_path.read_bytes()
 
-    result = client.predict(handle_file(str(csv_path)), "", None, "", "en", 11.6, api_name="/validate_dataset")
+    result = client.predict(handle_file(str(csv_path)), "", None, "", "en", 11.6, "tiny", False,
+                            api_name="/validate_dataset")  # fmt: skip
     summary, train_csv, language = result[0], result[-3], result[-1]
     assert "Ready to train" in summary and "12 of 12 rows usable" in summary and "10 for training" in summary
     assert train_csv.endswith("metadata.csv") and language == "en"

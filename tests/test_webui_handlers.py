@@ -56,7 +56,7 @@ def test_validate_handler_reports_problems_and_fills_the_fine_tune_fields(tmp_pa
         handle.write("wavs/short.wav|too short|speaker_a\nwavs/missing.wav|no file|speaker_a\n")
     before = digests(data)
 
-    result = validate_handler(ctx, None, str(csv_path), None, "", "en", 11.6)
+    result = validate_handler(ctx, None, str(csv_path), None, "", "en", 11.6, "tiny", False)
     summary, problems, histogram, preview, *players, train_csv, eval_csv, language, train_rows = result
     assert "Ready to train" in summary and "6 of 8 rows usable" in summary
     assert list(problems["line"]) == [8, 9]
@@ -64,7 +64,7 @@ def test_validate_handler_reports_problems_and_fills_the_fine_tune_fields(tmp_pa
     assert histogram["clips"].sum() == 6 and train_csv == str(csv_path) and eval_csv == "" and language == "en"
     assert train_rows == 5 and len(preview) == 8
     shown = [p for p in players if p["visible"]]
-    assert len(shown) == 3 and all(Path(p["value"]).parent == ctx.output_dir / ".preview" for p in shown)
+    assert len(shown) == 3 and all(p["value"][0] == 22050 and len(p["value"][1]) > 22050 for p in shown)
     assert digests(data) == before
 
 
@@ -89,9 +89,14 @@ def test_status_views_from_metrics_records():
     assert list(frame["series"]) == ["train"] * 4 + ["eval"] and frame["step"].dtype.kind == "i"
     assert run_view.loss_frame([]).dtypes["loss"].kind == "f", "typed even when empty"
     state = RunState(status="running", message="Training...", run_dir="/x")
-    text = run_view.status_markdown(state, records)
+    text = run_view.status_markdown(state, info)
     assert "Step 4 / 10" in text and "ETA 0m 06s" in text and "eval loss 4.8000" in text
-    assert "40%" in run_view.progress_html(records, "running")
+    assert "40%" in run_view.progress_html(info, "running")
+    diverged = records + [{"type": "train", "step": 5, "epoch": 1, "loss": None, "total_steps": 10}]
+    assert "loss NaN/inf" in run_view.status_markdown(state, run_view.progress(diverged))
+    long_run = [{"type": "train", "step": s, "loss": 1.0} for s in range(1, 10_001)]
+    thinned = run_view.loss_frame(long_run)
+    assert len(thinned) <= run_view.MAX_PLOT_POINTS + 1 and thinned["step"].iloc[-1] == 10_000
 
 
 def test_code_snippet_reproduces_the_arguments():
@@ -187,3 +192,30 @@ def test_zip_upload_is_extracted_safely_and_checked(tmp_path):
     with pytest.raises(gr.Error, match="refused"):
         zip_handler(ctx, str(evil), "en", 11.6)
     assert not (tmp_path / "escaped.csv").exists() and not (ctx.output_dir / "escaped.csv").exists()
+
+
+def test_preview_plays_only_decodable_audio_never_other_files(tmp_path):
+    ctx = make_context(tmp_path)
+    data = tmp_path / "data"
+    csv_path = write_dataset(data, n=2)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not audio")
+    with open(csv_path, "a") as handle:
+        handle.write(f"{secret}|a text file|speaker_a\n")
+    result = validate_handler(ctx, None, str(csv_path), None, "", "en", 11.6, "tiny", False)
+    players = result[4:7]
+    assert [p["visible"] for p in players] == [True, True, False], "two clips play; the text file does not"
+    assert not ctx.output_dir.exists() or not any(ctx.output_dir.rglob("*.txt")), "nothing copied to serve"
+
+
+def test_prepared_dataset_names_cannot_leave_the_datasets_folder(tmp_path):
+    import gradio as gr
+
+    from webui.dataset_tab import prepared_folder
+
+    ctx = make_context(tmp_path)
+    assert prepared_folder(ctx, "my-voice_1", "en") == ctx.datasets_dir / "my-voice_1"
+    assert prepared_folder(ctx, "", "am").name.startswith("prepared-amh-")
+    for bad in ("../escape", "/etc", "a/b", ".hidden", "x..y"):
+        with pytest.raises(gr.Error):
+            prepared_folder(ctx, bad, "en")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -45,6 +44,26 @@ def read_mono(path: str | os.PathLike) -> tuple[np.ndarray, int, int]:
         return wav.mean(dim=0).numpy().astype(np.float32), int(rate), wav.shape[0]
     except Exception as exc:  # noqa: BLE001 - any decoder failure is "cannot be decoded"
         raise AudioError(f"cannot be decoded ({type(exc).__name__}: {str(exc)[:120]})") from exc
+
+
+def resample(wav: np.ndarray, rate: int, target_rate: int) -> np.ndarray:
+    """Resample float32 mono audio with torchaudio's sinc interpolation (no-op at the same rate)."""
+    if rate == target_rate:
+        return np.ascontiguousarray(wav, dtype=np.float32)
+    import torch
+    import torchaudio
+
+    tensor = torch.from_numpy(np.ascontiguousarray(wav, dtype=np.float32))
+    return torchaudio.functional.resample(tensor, rate, target_rate).numpy()
+
+
+def load_audio(path: str | os.PathLike, target_rate: int | None = XTTS_SAMPLE_RATE) -> tuple[np.ndarray, int]:
+    """Float32 mono samples of any format soundfile or FFmpeg reads, resampled to `target_rate`
+    (None keeps the file's rate). The file is only read."""
+    wav, rate, _ = read_mono(path)
+    if target_rate is None:
+        return np.ascontiguousarray(wav, dtype=np.float32), rate
+    return resample(wav, rate, target_rate), target_rate
 
 
 def probe_audio(path: str | os.PathLike, *, full: bool = True) -> AudioInfo:

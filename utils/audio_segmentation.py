@@ -186,17 +186,12 @@ def _pad(segs, pad: int, n: int, sample_rate: int) -> list[Segment]:
 def load_mono(path: str | os.PathLike, target_sr: int | None = 22050) -> tuple[np.ndarray, int]:
     """Read an audio file as float32 mono (channels averaged), resampled to ``target_sr``.
 
-    ``target_sr=None`` keeps the file's own rate. The file is only read.
+    ``target_sr=None`` keeps the file's own rate. Formats libsndfile lacks (m4a, aac, webm...) are
+    decoded by FFmpeg. The file is only read.
     """
-    data, sr = sf.read(str(path), dtype="float32", always_2d=True)
-    wav = data.mean(axis=1, dtype=np.float32) if data.shape[1] > 1 else data[:, 0]
-    if target_sr is not None and sr != target_sr:
-        import torch
-        import torchaudio.functional as AF  # imported here: torch is slow to import
+    from utils.audio_checks import load_audio
 
-        wav = AF.resample(torch.from_numpy(np.ascontiguousarray(wav)), sr, target_sr).numpy()
-        sr = target_sr
-    return np.ascontiguousarray(wav, dtype=np.float32), sr
+    return load_audio(path, target_sr)
 
 
 def write_wav(path: str | os.PathLike, wav: np.ndarray, sr: int, *, overwrite: bool = False) -> Path:

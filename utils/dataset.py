@@ -43,6 +43,7 @@ class _UsableRows:
     (20 bytes a row), in line order."""
 
     csv_file: str
+    layout: CsvLayout | None = None  # detected once; re-reading the rows needs no second detection
     lines: array = field(default_factory=lambda: array("q"))
     durations: array = field(default_factory=lambda: array("f"))
     hashes: array = field(default_factory=lambda: array("q"))
@@ -77,6 +78,7 @@ class DatasetReport:
     _train: list[_UsableRows] = field(default_factory=list, repr=False)
     _eval: list[_UsableRows] = field(default_factory=list, repr=False)
     _eval_picks: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # sorted line numbers
+    layouts: dict[str, CsvLayout] = field(default_factory=dict, repr=False)
 
     @property
     def errors(self) -> list[Problem]:
@@ -84,8 +86,8 @@ class DatasetReport:
 
     @property
     def file_errors(self) -> list[Problem]:
-        """Problems that make a whole file unusable (line 0, or an error with no audio file)."""
-        return [p for p in self.errors if p.line == 0]
+        """Errors about a whole file or the dataset (its layout, its language), not one row."""
+        return [p for p in self.errors if p.file_level or p.line == 0]
 
     @property
     def train_count(self) -> int:
@@ -109,7 +111,7 @@ class DatasetReport:
             top = ", ".join(f"{n} × {reason}" for reason, n in Counter(self.problem_counts).most_common(3))
             lines.append(f"{dropped} rows will not be used: {top}.")
         lines += self.notes
-        lines += [f"{p.severity.upper()}: {p.reason}" for p in self.problems if p.line == 0]
+        lines += [f"{p.severity.upper()}: {p.reason}" for p in self.problems if p.file_level or p.line == 0]
         return "\n".join(lines)
 
     def problems_table(self) -> list[dict[str, object]]:
@@ -139,7 +141,7 @@ class DatasetReport:
             picks = self._eval_picks.get(usable.csv_file, np.zeros(0, dtype=np.int64))
             lines, durations = usable.lines, usable.durations
             at = 0  # rows arrive in line order, as the usable lines were recorded: walk both together
-            for row in iter_rows(usable.csv_file):
+            for row in iter_rows(usable.csv_file, usable.layout):
                 if not isinstance(row, CsvRow):
                     continue
                 while at < len(lines) and lines[at] < row.line:
@@ -356,10 +358,11 @@ def validate_dataset(
         for note in layout.notes:
             notes.append(f"{path.name}: {note}")
         for problem in layout.problems:
-            report_problem(Problem(problem.line, problem.audio_file, problem.severity, problem.reason, str(path)))
+            report_problem(Problem(problem.line, problem.audio_file, problem.severity, problem.reason, str(path),
+                                   file_level=True))  # fmt: skip
         if any(p.severity == "error" for p in layout.problems):
             continue
-        usable = usable_by_file.setdefault(str(path), _UsableRows(str(path)))
+        usable = usable_by_file.setdefault(str(path), _UsableRows(str(path), layout))
         for row in iter_rows(path, layout):
             done += 1
             if progress and done % 200 == 0:
@@ -415,6 +418,7 @@ def validate_dataset(
         _train=train_usable,
         _eval=eval_usable,
         _eval_picks=eval_picks,
+        layouts={str(path): layout for path, layout in layouts.items()},
     )
     if rows_usable and report.eval_count == 0 and eval_path is None:
         report_problem(Problem(0, "", "error", "Only one usable row: at least two are needed (one to train, "
@@ -450,7 +454,7 @@ def _drop_duplicate_audio(files: list[_UsableRows]) -> list[Problem]:
         wanted.setdefault(int(owner[this]), {})[int(files[owner[this]].lines[position[this]])] = where
     problems = []
     for index, lines in wanted.items():
-        for row in iter_rows(files[index].csv_file):  # once per file with duplicates, for the names
+        for row in iter_rows(files[index].csv_file, files[index].layout):  # once per file with duplicates
             if isinstance(row, CsvRow) and row.line in lines:
                 problems.append(Problem(row.line, row.audio_file, "warning", f"Same audio file as {lines[row.line]}: "
                                         "only the first is used.", files[index].csv_file))  # fmt: skip

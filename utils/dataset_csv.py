@@ -28,6 +28,7 @@ class Problem:
     severity: str  # "error" | "warning"
     reason: str
     csv_file: str = ""
+    file_level: bool = False  # about the whole file (its layout, its language), not one row
 
     def to_dict(self) -> dict[str, object]:
         return {

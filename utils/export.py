@@ -8,6 +8,7 @@ processing as training.
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from utils.audio_checks import XTTS_SAMPLE_RATE, read_mono
+from utils.audio_checks import XTTS_SAMPLE_RATE, AudioError, load_audio
 
 READY_DIR = "ready"
 FINETUNE_FILE = "finetune.json"
@@ -47,11 +48,17 @@ def slim_state_dict(checkpoint: dict[str, Any]) -> dict[str, torch.Tensor]:
     return slim
 
 
-def _reference_candidates(rows: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
-    """Clips of 3-11 s (the range XTTS clones from best), longest first; else every clip, longest first."""
-    rows = sorted(rows, key=lambda r: -r[1])
-    in_range = [r for r in rows if 3.0 <= r[1] <= 11.0]
-    return in_range or rows
+def _reference_candidates(rows: Iterable[tuple[str, float]], count: int) -> list[tuple[str, float]]:
+    """The `count` longest clips of 3-11 s (the range XTTS clones from best), or the longest clips
+    when none is in range; one pass, keeping only `count` of each (datasets can be huge)."""
+    in_range: list[tuple[float, str]] = []
+    longest: list[tuple[float, str]] = []
+    for path, duration in rows:
+        for heap, wanted in ((in_range, 3.0 <= duration <= 11.0), (longest, True)):
+            if wanted:
+                (heapq.heappush if len(heap) < count else heapq.heappushpop)(heap, (duration, path))
+    chosen = in_range or longest
+    return [(path, duration) for duration, path in sorted(chosen, reverse=True)]
 
 
 def write_reference_wav(rows: Iterable[tuple[str, float]], target: Path, max_candidates: int = 12) -> dict[str, Any]:
@@ -62,13 +69,13 @@ def write_reference_wav(rows: Iterable[tuple[str, float]], target: Path, max_can
     Returns what was used, for the run's records.
     """
     import soundfile as sf
-    import torchaudio
 
     scored = []
-    for audio_path, duration in _reference_candidates(rows)[:max_candidates]:
-        wav, rate, _ = read_mono(Path(audio_path))
-        if rate != XTTS_SAMPLE_RATE:
-            wav = torchaudio.functional.resample(torch.from_numpy(wav), rate, XTTS_SAMPLE_RATE).numpy()
+    for audio_path, duration in _reference_candidates(rows, max_candidates):
+        try:
+            wav, _ = load_audio(audio_path)
+        except AudioError:
+            continue  # moved or unreadable since validation: another clip will do
         peak = float(np.abs(wav).max()) if wav.size else 0.0
         rms = float(np.sqrt(np.mean(np.square(wav)))) if wav.size else 0.0
         scored.append((peak < 0.999, rms, audio_path, duration, wav))
@@ -98,7 +105,7 @@ def export_ready(
     config: dict[str, Any],
     vocab_path: str | os.PathLike,
     speakers_path: str | os.PathLike | None,
-    reference_rows: Iterable[tuple[str, float]],
+    reference_wav: str | os.PathLike,
     finetune_info: dict[str, Any],
 ) -> Path:
     """(Re)write `run_dir/ready/` from a checkpoint; returns the folder."""
@@ -112,12 +119,16 @@ def export_ready(
     shutil.copyfile(vocab_path, staging / "vocab.json")
     if speakers_path and Path(speakers_path).is_file():
         shutil.copyfile(speakers_path, staging / "speakers_xtts.pth")
-    reference = write_reference_wav(reference_rows, staging / REFERENCE_WAV)
-    info = {**finetune_info, "checkpoint": str(checkpoint_path), "reference": reference}
+    shutil.copyfile(reference_wav, staging / REFERENCE_WAV)
+    info = {**finetune_info, "checkpoint": str(checkpoint_path)}
     (staging / FINETUNE_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
-    # Swap in whole, so a reader never sees half a folder.
-    shutil.rmtree(ready, ignore_errors=True)
+    # Swap in whole: the old folder is moved aside first, so a crash leaves one complete folder.
+    previous = Path(run_dir) / (READY_DIR + ".old")
+    shutil.rmtree(previous, ignore_errors=True)
+    if ready.exists():
+        os.replace(ready, previous)
     os.replace(staging, ready)
+    shutil.rmtree(previous, ignore_errors=True)
     return ready
 
 

@@ -21,12 +21,11 @@ import torch
 
 from utils.base_models import TINY, BaseModel, check_version_name, ensure_base_model, models_root
 from utils.dataset import DatasetReport, validate_dataset
-from utils.export import READY_DIR, REFERENCE_WAV, export_ready
+from utils.export import READY_DIR, REFERENCE_WAV, export_ready, write_reference_wav
 from utils.languages import canonical_language
 from utils.runs import (
     DATASET_REPORT_FILE,
     DROPPED_ROWS_FILE,
-    METRICS_FILE,
     OPTIMIZATIONS_FILE,
     library_versions,
     now_iso,
@@ -36,7 +35,7 @@ from utils.runs import (
 )
 from utils.text_frontend import TextFrontEnd
 from utils.train_args import TrainArguments
-from utils.training_optimizations import TrainingOptimizer, detect_gpu, format_memory_stats
+from utils.training_optimizations import detect_gpu, format_memory_stats
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 
@@ -134,22 +133,20 @@ class _Run:
     # --- before any model is built --------------------------------------------------------------------
     def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
         models_dir = self.args.models_dir or None
-        check_version_name(self.args.version, models_dir)
-        # The tiny model builds in seconds; a real one may need a download, so the dataset is checked
-        # first (against the vocab when it is already on disk).
-        base = ensure_base_model(TINY, models_dir) if self.args.version == TINY else None
-        vocab = _vocab_to_check(self.args, base, models_dir)
+        options = validation_options(
+            self.args.version, self.language, self.args.use_amharic_g2p, self.args.custom_model, models_dir
+        )
         report = validate_dataset(
             self.args.train_csv,
             self.args.eval_csv or None,
             self.language,
             self.args.max_audio_length,
             seed=self.args.seed,
-            text_frontend=self.frontend,
-            vocab_path=vocab,
+            **options,
         )
         _raise_if_unusable(report, self.args.min_usable_rows)
-        return base or ensure_base_model(self.args.version, models_dir), report
+        # A real base model may need a download: that waits until the dataset is known to be usable.
+        return ensure_base_model(self.args.version, models_dir), report
 
     def execute(self) -> TrainResult:
         base, report = self.check_inputs()
@@ -162,6 +159,11 @@ class _Run:
         run_dir = setup.trainer.output_path
         logger = setup.metrics
         self._write_run_files(run_dir, base, report, setup)
+        # Taken now, while the dataset is as validated: the user's files may move during a long run.
+        reference = write_reference_wav(
+            [(row.audio_location, d) for row, d in report.iter_usable("train")], run_dir / REFERENCE_WAV
+        )
+        update_run(run_dir, reference=reference)
         logger.status("resumed" if self.resume_dir else "started", step=setup.trainer.total_steps_done,
                       total_steps=setup.total_steps)  # fmt: skip
         print(f"\nRun folder: {run_dir}\n{setup.report.to_markdown()}\n{format_memory_stats()}\n", flush=True)
@@ -179,7 +181,12 @@ class _Run:
             raise
         finally:
             setup.release()
-        return self._finish(run_dir, base, report, setup)
+        try:
+            return self._finish(run_dir, base, setup)
+        except BaseException as exc:
+            update_run(run_dir, status="failed", finished=now_iso(), error=f"export failed: {type(exc).__name__}: {exc}")
+            logger.status("failed", error=f"export failed: {exc}", step=setup.trainer.total_steps_done)
+            raise
 
     def _write_run_files(self, run_dir: Path, base: BaseModel, report: DatasetReport, setup: Any) -> None:
         previous = read_run(run_dir) if self.resume_dir else {}
@@ -213,7 +220,7 @@ class _Run:
             for problem in report.problems:
                 writer.writerow([problem.csv_file, problem.line, problem.audio_file, problem.severity, problem.reason])
 
-    def _finish(self, run_dir: Path, base: BaseModel, report: DatasetReport, setup: Any) -> TrainResult:
+    def _finish(self, run_dir: Path, base: BaseModel, setup: Any) -> TrainResult:
         trainer = setup.trainer
         best = run_dir / "best_model.pth"
         checkpoint = best if best.is_file() else Path(trainer.stop_checkpoint or _last_checkpoint(run_dir))
@@ -227,7 +234,7 @@ class _Run:
             config=setup.inference_config,
             vocab_path=setup.vocab_path,
             speakers_path=base.speakers,
-            reference_rows=[(str(row.audio_path), d) for row, d in report.iter_usable("train")],
+            reference_wav=run_dir / REFERENCE_WAV,
             finetune_info={
                 "base_version": base.version,
                 "language": self.language,
@@ -310,12 +317,22 @@ def _raise_if_unusable(report: DatasetReport, min_rows: int) -> None:
     )
 
 
-def _vocab_to_check(args: TrainArguments, base: BaseModel | None, models_dir: str | None) -> Path | None:
-    """The vocab the run will start from, if it is on disk already (a custom model's, else the base's)."""
-    if args.custom_model and (Path(args.custom_model).expanduser().parent / "vocab.json").is_file():
-        return Path(args.custom_model).expanduser().parent / "vocab.json"
-    vocab = base.vocab if base else models_root(models_dir) / args.version / "vocab.json"
-    return vocab if vocab.is_file() else None
+def validation_options(
+    version: str, language: str, use_amharic_g2p: bool = False, custom_model: str = "", models_dir: str | None = None
+) -> dict[str, Any]:
+    """validate_dataset's keywords that check text exactly as a run with these settings will see it:
+    through its front end, and against its vocab when that is on disk (a custom model's, else the
+    base's; the tiny model is built here, in seconds). Raises ValueError for an unknown version."""
+    check_version_name(version, models_dir)
+    frontend = TextFrontEnd(canonical_language(language), use_amharic_g2p)
+    custom_vocab = Path(custom_model).expanduser().parent / "vocab.json" if custom_model else None
+    if custom_vocab is not None and custom_vocab.is_file():
+        vocab: Path | None = custom_vocab
+    elif version == TINY:
+        vocab = ensure_base_model(TINY, models_dir).vocab
+    else:
+        vocab = models_root(models_dir) / version / "vocab.json"
+    return {"text_frontend": frontend, "vocab_path": vocab if vocab is not None and vocab.is_file() else None}
 
 
 def _resume_dir(resume_from: str) -> Path:

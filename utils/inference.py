@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from utils.base_models import models_root
+from utils.checkpoint_files import loadable_checkpoint
 from utils.export import READY_DIR, REFERENCE_WAV, read_finetune_info
 from utils.text_frontend import TextFrontEnd
 
@@ -60,12 +62,22 @@ def _load(ready_dir: str, stamp: float, device: str) -> LoadedVoice:
     config = XttsConfig()
     config.load_json(str(folder / "config.json"))
     model = Xtts(config)
-    model.load_checkpoint(config, checkpoint_dir=str(folder), eval=True, use_deepspeed=False)
+    # An old-format model.pth would be rewritten in place by coqui; load a converted copy instead.
+    checkpoint = loadable_checkpoint(folder / "model.pth", models_root() / ".converted")
+    model.load_checkpoint(config, checkpoint_dir=str(folder), checkpoint_path=str(checkpoint), eval=True,
+                          use_deepspeed=False)  # fmt: skip
     info = read_finetune_info(folder)
     frontend = TextFrontEnd.from_dict(info.get("text_frontend"), info.get("language", "en"))
     model.tokenizer = tokenizer_for(folder / "vocab.json", frontend.language)
     model.to(device)
     return LoadedVoice(model, folder, frontend, int(config.model_args.output_sample_rate), info)
+
+
+def unload_voice() -> None:
+    """Free the loaded model (the web app does this before training, to leave the GPU to it)."""
+    _load.cache_clear()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def load_voice(path: str | os.PathLike) -> LoadedVoice:

@@ -51,3 +51,15 @@ def char_limit(code: str, *, phonemized: bool = False) -> int:
     lang = canonical_language(code)
     limits = char_limits()
     return limits.get(lang, limits.get(lang.split("-")[0], DEFAULT_CHAR_LIMIT))
+
+
+# faster-whisper names languages by ISO 639-1; ours may be 639-3 (amh) or carry a region (zh-cn).
+_WHISPER_CODES = {"amh": "am"}
+
+
+def whisper_language(code: str) -> str | None:
+    """The language code faster-whisper expects, or None to let it detect the language."""
+    lang = canonical_language(code)
+    if not lang or lang == "auto":
+        return None
+    return _WHISPER_CODES.get(lang, lang.split("-")[0])

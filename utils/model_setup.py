@@ -6,7 +6,6 @@ import gc
 import json
 import math
 import os
-import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from trainer import TrainerArgs
 from trainer.generic_utils import get_experiment_folder_path
 
 from utils.base_models import BaseModel
+from utils.checkpoint_files import loadable_checkpoint
 from utils.coqui_trainer import DivergenceGuard, FineTuneGPTTrainer, FineTuneTrainer
 from utils.dataset import MAX_TEXT_TOKENS, DatasetReport
 from utils.metrics_log import MetricsLogger
@@ -26,7 +26,7 @@ from utils.runs import METRICS_FILE
 from utils.text_frontend import TextFrontEnd
 from utils.train_args import TrainArguments
 from utils.training_optimizations import OptimizationReport, TrainingOptimizer, detect_gpu
-from utils.vocab import VocabChoice, prepare_vocab
+from utils.vocab import VOCAB_FILE, VocabChoice, prepare_vocab
 
 # The conditioning clip the GPT sees per sample: 3-6 s, as in coqui's XTTS v2 recipe.
 MIN_CONDITIONING_SAMPLES = 66150
@@ -55,36 +55,6 @@ class TrainingSetup:
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-
-
-def loadable_checkpoint(path: Path, cache_dir: Path) -> Path:
-    """A path coqui can load without rewriting it.
-
-    Old XTTS files pickle config classes, which `weights_only` loading refuses; coqui then loads them
-    under an allow-list and saves the converted file over the original. To leave the user's file
-    untouched, the converted copy is written to `cache_dir` instead, once.
-    """
-    try:
-        torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
-        return path
-    except pickle.UnpicklingError:
-        pass
-    stat = path.stat()
-    converted = cache_dir / f"{path.stem}-{stat.st_size}-{stat.st_mtime_ns}.pth"
-    if converted.is_file():
-        return converted
-    from TTS.tts.configs.xtts_config import XttsConfig
-    from TTS.tts.models.xtts import _legacy_safe_globals
-
-    with _legacy_safe_globals():  # weights_only loading with coqui's config classes allowed, nothing else
-        checkpoint = torch.load(str(path), map_location="cpu", weights_only=True)
-    if isinstance(checkpoint.get("config"), XttsConfig):
-        checkpoint["config"] = checkpoint["config"].to_dict()
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    partial = converted.with_suffix(".part")
-    torch.save(checkpoint, partial)
-    os.replace(partial, converted)
-    return converted
 
 
 def _model_source(args: TrainArguments, base: BaseModel) -> tuple[Path, dict[str, Any], Path]:
@@ -224,7 +194,8 @@ def build_training_setup(
     eval_samples = _samples(report, "eval", language, frontend)
 
     texts = [s["text"] for s in train_samples + eval_samples]
-    vocab: VocabChoice = prepare_vocab(base_vocab, base_config, language, texts, output_path, args.vocab_new_tokens)
+    vocab: VocabChoice = prepare_vocab(base_vocab, base_config, language, texts, output_path, args.vocab_new_tokens,
+                                       run_vocab=resume_dir / VOCAB_FILE if resume_dir else None)  # fmt: skip
     steps_per_epoch = max(1, math.ceil(len(train_samples) / args.batch_size))
     run_name = args.run_name or f"{language}-{base.version}"
     if resume_dir is None:

@@ -15,17 +15,19 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from utils.audio_checks import XTTS_SAMPLE_RATE, read_mono
+from utils.audio_checks import XTTS_SAMPLE_RATE, load_audio
 from utils.dataset import DEFAULT_MAX_AUDIO_LENGTH, DatasetReport, validate_dataset
-from utils.dataset_csv import CsvRow, iter_rows
+from utils.dataset_csv import CsvLayout, CsvRow, iter_rows
 from utils.languages import canonical_language
 
 TRAIN_FILE = "metadata_train.csv"
 EVAL_FILE = "metadata_eval.csv"
 LANG_FILE = "lang.txt"
+MARKER_FILE = ".xtts-prepared"  # says the folder was written by prepare_dataset, so adding to it is safe
 HEADER = "audio_file|text|speaker_name"
 INDEX_DIR = ".index"
 
@@ -80,12 +82,8 @@ def _write_csv(path: Path, rows: list[str]) -> None:
 
 def _write_clip(row: CsvRow, target: Path) -> None:
     import soundfile as sf
-    import torch
-    import torchaudio
 
-    wav, rate, _ = read_mono(row.audio_path)
-    if rate != XTTS_SAMPLE_RATE:
-        wav = torchaudio.functional.resample(torch.from_numpy(wav), rate, XTTS_SAMPLE_RATE).numpy()
+    wav, _ = load_audio(row.audio_location)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
     sf.write(str(partial), np.clip(wav, -1.0, 1.0), XTTS_SAMPLE_RATE, subtype="PCM_16", format="WAV")
@@ -101,13 +99,19 @@ def prepare_dataset(
     *,
     seed: int = 1,
     progress: Callable[[int, int, str], None] | None = None,
+    **validation: Any,
 ) -> PreparedDataset:
-    """Validate, then copy the usable rows into `out_dir` as a normalised dataset (see module doc)."""
+    """Validate, then copy the usable rows into `out_dir` as a normalised dataset (see module doc).
+
+    `validation` goes to validate_dataset (e.g. gpt_train.validation_options(...) for a run's text checks)."""
     out = Path(out_dir).expanduser().resolve()
     sources = [Path(p).resolve() for p in (train_csv, eval_csv) if p]
     if any(out == p.parent or out in p.parents for p in sources):
         raise ValueError(f"out_dir {out} holds your source CSV; prepare into a separate folder so nothing of "
                          "yours is overwritten.")  # fmt: skip
+    if out.exists() and any(out.iterdir()) and not (out / MARKER_FILE).is_file():
+        raise ValueError(f"{out} already holds files not prepared by this tool; prepare into a new folder "
+                         "(or one prepared before, to add to it).")  # fmt: skip
     lang = canonical_language(language)
     lang_file = out / LANG_FILE
     if lang_file.is_file() and lang_file.read_text(encoding="utf-8").strip() != lang:
@@ -115,10 +119,11 @@ def prepare_dataset(
         raise ValueError(f"{out} already holds a '{existing}' dataset; prepare '{lang}' data into another folder.")
 
     report = validate_dataset(train_csv, eval_csv, lang, max_audio_length, seed=seed,
-                              index_dir=out / INDEX_DIR, progress=progress)  # fmt: skip
+                              index_dir=out / INDEX_DIR, progress=progress, **validation)  # fmt: skip
     if report.rows_usable == 0:
         raise ValueError("No usable rows to prepare:\n" + report.summary())
     out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER_FILE).touch()
     kept_train = _read_prepared(out / TRAIN_FILE)
     kept_eval = _read_prepared(out / EVAL_FILE)
     existing = {row.split("|", 1)[0] for row in kept_train + kept_eval}
@@ -157,13 +162,15 @@ def prepare_dataset(
     )
 
 
-def preview_rows(csv_path: str | os.PathLike, count: int = 5, *, seed: int | None = None) -> list[CsvRow]:
+def preview_rows(
+    csv_path: str | os.PathLike, count: int = 5, *, seed: int | None = None, layout: CsvLayout | None = None
+) -> list[CsvRow]:
     """A few rows for a preview: the first `count`, or (seeded) a uniform sample of the whole file,
     drawn by reservoir sampling so a huge CSV needs no more memory than `count` rows."""
     rng = random.Random(seed) if seed is not None else None
     rows: list[CsvRow] = []
     seen = 0
-    for row in iter_rows(csv_path):
+    for row in iter_rows(csv_path, layout):
         if not isinstance(row, CsvRow):
             continue
         seen += 1

@@ -72,24 +72,38 @@ class GPUInfo:
         return data
 
 
+def _gpu_info(name: str, capability: tuple[int, int], total_bytes: int) -> GPUInfo:
+    return GPUInfo(
+        available=True,
+        name=name,
+        capability=capability,
+        architecture=architecture_for(capability),
+        total_memory_gb=round(total_bytes / 1024**3, 2),
+        # BF16 tensor cores arrived with Ampere; older cards only emulate it.
+        bf16_native=capability >= (8, 0),
+        device_count=torch.cuda.device_count(),
+    )
+
+
 @functools.cache
 def detect_gpu() -> GPUInfo:
-    """Describe the first CUDA device, computed once per process; safe without CUDA."""
+    """Describe the first CUDA device, computed once per process; safe without CUDA.
+
+    NVML answers first: asking torch for device properties creates a CUDA context, which would hold
+    GPU memory in the web app's process beside the training process."""
     try:
         if not torch.cuda.is_available():
             return GPUInfo(available=False)
+        handle = _nvml_handle()
+        if handle is not None:
+            import pynvml
+
+            name = pynvml.nvmlDeviceGetName(handle)
+            name = name.decode() if isinstance(name, bytes) else name
+            capability = tuple(pynvml.nvmlDeviceGetCudaComputeCapability(handle))
+            return _gpu_info(name, capability, pynvml.nvmlDeviceGetMemoryInfo(handle).total)  # type: ignore[arg-type]
         props = torch.cuda.get_device_properties(0)
-        capability = (props.major, props.minor)
-        return GPUInfo(
-            available=True,
-            name=props.name,
-            capability=capability,
-            architecture=architecture_for(capability),
-            total_memory_gb=round(props.total_memory / 1024**3, 2),
-            # BF16 tensor cores arrived with Ampere; older cards only emulate it.
-            bf16_native=capability >= (8, 0),
-            device_count=torch.cuda.device_count(),
-        )
+        return _gpu_info(props.name, (props.major, props.minor), props.total_memory)
     except (RuntimeError, AssertionError):
         # A broken driver must not stop a CPU run.
         return GPUInfo(available=False, name="CUDA unavailable (driver error)")
@@ -305,7 +319,8 @@ def _nvml_handle() -> Any:
         import pynvml
 
         pynvml.nvmlInit()
-        index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+        # current_device() would create a CUDA context in a process that has none yet.
+        index = torch.cuda.current_device() if torch.cuda.is_initialized() else 0
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         if visible and visible.split(",")[0].strip().isdigit():
             # NVML counts physical devices; CUDA renumbers the visible ones from 0.
@@ -325,7 +340,7 @@ def get_memory_stats() -> dict[str, float | None]:
         stats["gpu_allocated_mb"] = round(torch.cuda.memory_allocated() / _MB, 1)
         stats["gpu_reserved_mb"] = round(torch.cuda.memory_reserved() / _MB, 1)
         stats["gpu_peak_allocated_mb"] = round(torch.cuda.max_memory_allocated() / _MB, 1)
-    handle = _nvml_handle() if torch.cuda.is_available() else None
+    handle = _nvml_handle()
     if handle is not None:
         import pynvml
 

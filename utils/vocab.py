@@ -161,6 +161,7 @@ def prepare_vocab(
     texts: list[str],
     output_path: Path,
     new_tokens: int,
+    run_vocab: Path | None = None,
 ) -> VocabChoice:
     """The vocab for a run: the base one when the model knows `language`, else an extended copy.
 
@@ -170,6 +171,12 @@ def prepare_vocab(
     base_vocab = Path(base_vocab)
     languages = list(base_config.get("languages") or [])
     base_size = vocab_size(base_vocab)
+    if run_vocab is not None and run_vocab.is_file() and language not in languages:
+        # Resuming: the checkpoint's embeddings match the run's vocab, whatever the text is now.
+        size = vocab_size(run_vocab)
+        return VocabChoice(run_vocab, [*languages, language], language, base_size, size,
+                           {"base_vocab": str(base_vocab), "extended": True, "path": str(run_vocab), "size": size,
+                            "base_size": base_size, "reused_from_run": True})  # fmt: skip
     if language in languages:
         return VocabChoice(base_vocab, languages, language, base_size, base_size,
                            {"base_vocab": str(base_vocab), "extended": False})  # fmt: skip

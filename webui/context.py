@@ -20,6 +20,8 @@ class UIContext:
     train_csv: Any = None  # gr.Textbox, created unrendered and placed in the Fine-tune tab
     eval_csv: Any = None
     language: Any = None
+    version: Any = None  # the base model and the Amharic G2P switch also decide how text is checked
+    use_g2p: Any = None
     usable_train_rows: Any = None  # gr.State: usable training rows of the last validation
 
     @property

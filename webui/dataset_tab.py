@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
-import hashlib
+import re
 import shutil
+import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +15,16 @@ import gradio as gr
 import pandas as pd
 
 from utils.dataset import HISTOGRAM_EDGES, DatasetReport, validate_dataset
-from utils.languages import canonical_language
+from utils.audio_checks import AudioError, load_audio
+from utils.dataset_csv import AUDIO_EXTENSIONS, detect_layout
+from utils.gpt_train import validation_options
+from utils.languages import canonical_language, whisper_language
 from utils.prepare_dataset import prepare_dataset, preview_rows
 from utils.tiny_model import XTTS_LANGUAGES
-from webui.context import UIContext
+from webui.context import GPU_QUEUE, UIContext
 
 PREVIEW_PLAYERS = 3
+PREVIEW_SECONDS = 12
 LANGUAGE_CHOICES = [*XTTS_LANGUAGES, "amh"]
 PROBLEM_COLUMNS = ["csv_file", "line", "audio_file", "severity", "reason"]
 
@@ -46,30 +52,40 @@ def report_tables(report: DatasetReport) -> tuple[str, pd.DataFrame, pd.DataFram
     return summary, problems, histogram
 
 
-def _preview(csv_path: str, preview_dir: Path) -> tuple[pd.DataFrame, list[Any]]:
-    rows = preview_rows(csv_path, count=8)
+def _preview(csv_path: str, report: DatasetReport) -> tuple[pd.DataFrame, list[Any]]:
+    rows = preview_rows(csv_path, count=8, layout=report.layouts.get(str(Path(csv_path))))
     table = pd.DataFrame(
         [{"line": r.line, "audio_file": r.audio_file, "text": r.text, "speaker": r.speaker_name} for r in rows],
         columns=["line", "audio_file", "text", "speaker"],
     )
     players = []
-    preview_dir.mkdir(parents=True, exist_ok=True)
     for row in rows:
         if len(players) == PREVIEW_PLAYERS:
             break
-        if row.audio_path.is_file():
-            # Serve a copy from the app's folder: the user's own folders are not exposed over HTTP.
-            digest = hashlib.sha1(str(row.audio_path.resolve()).encode()).hexdigest()[:12]
-            copy = preview_dir / f"{digest}{row.audio_path.suffix.lower()}"
-            if not copy.exists():
-                shutil.copyfile(row.audio_path, copy)
-            players.append(gr.update(value=str(copy), label=f"line {row.line}: {row.text[:60]}", visible=True))
+        if not row.audio_location.lower().endswith(AUDIO_EXTENSIONS):
+            continue
+        try:
+            wav, rate = load_audio(row.audio_location)
+        except AudioError:
+            continue
+        # Decoded samples, not the file: only audio leaves the server, never a file a row names.
+        players.append(gr.update(value=(rate, wav[: rate * PREVIEW_SECONDS]), visible=True,
+                                 label=f"line {row.line}: {row.text[:60]}"))  # fmt: skip
     players += [gr.update(value=None, visible=False)] * (PREVIEW_PLAYERS - len(players))
     return table, players
 
 
+def _check_options(version: str, language: str, use_g2p: bool) -> dict[str, Any]:
+    """The text checks the Fine-tune tab's run will apply (front end, vocab), for the same verdict."""
+    try:
+        return validation_options(version or "tiny", language, bool(use_g2p))
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+
+
 def validate_handler(
-    ctx: UIContext, train_upload, train_path, eval_upload, eval_path, language, max_seconds, progress=gr.Progress()
+    ctx: UIContext, train_upload, train_path, eval_upload, eval_path, language, max_seconds, version="tiny",
+    use_g2p=False, progress=gr.Progress(),
 ):  # fmt: skip
     """Check the dataset; returns the summary, tables, preview and the CSV paths for the Fine-tune tab."""
     train_csv, eval_csv = _path_of(train_upload, train_path), _path_of(eval_upload, eval_path)
@@ -77,44 +93,79 @@ def validate_handler(
         report = validate_dataset(
             train_csv, eval_csv or None, language, int(float(max_seconds) * 22050),
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
+            **_check_options(version, language, use_g2p),
         )  # fmt: skip
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
     summary, problems, histogram = report_tables(report)
-    table, players = _preview(train_csv, ctx.output_dir / ".preview")
+    missing = report.problem_counts.get("Audio not found at", 0)
+    if train_upload and missing and missing >= report.rows_read / 2:
+        summary += ("\n\n**The audio was not found next to the uploaded CSV.** An uploaded CSV arrives alone, so "
+                    "paths relative to its folder cannot resolve: type the CSV's path on this machine instead, "
+                    "or upload a zip of the CSV with its audio.")  # fmt: skip
+    table, players = _preview(train_csv, report)
     return (summary, problems, histogram, table, *players, train_csv, eval_csv, canonical_language(language),
             report.train_count)  # fmt: skip
 
 
-def zip_handler(ctx: UIContext, zip_upload, language, max_seconds):
+def _metadata_files(files: list[Path]) -> tuple[Path, Path | None]:
+    """The train (and eval) metadata CSVs among a zip's files: readable layouts only, .csv before .txt,
+    shallow before deep, names with "train" (or "metadata") first; "eval" names are the eval CSV."""
+    candidates = [
+        f for f in files
+        if f.suffix.lower() in (".csv", ".txt") and not any(part.startswith((".", "__MACOSX")) for part in f.parts)
+        and not any(p.severity == "error" for p in detect_layout(f).problems)
+    ]  # fmt: skip
+    candidates.sort(key=lambda f: (f.suffix.lower() != ".csv", len(f.parts), f.name))
+    evals = [f for f in candidates if "eval" in f.name.lower() or "valid" in f.name.lower()]
+    trains = [f for f in candidates if f not in evals]
+    trains.sort(key=lambda f: not any(word in f.name.lower() for word in ("train", "metadata")))
+    if not trains:
+        raise gr.Error("The zip holds no metadata CSV (audio_file|text|speaker_name) next to its audio.")
+    return trains[0], evals[0] if evals else None
+
+
+def zip_handler(ctx: UIContext, zip_upload, language, max_seconds, version="tiny", use_g2p=False):
     """Extract an uploaded zip (safely) into the datasets folder and validate its metadata CSV."""
     from utils.safe_zip import UnsafeArchiveError, extract_zip_safely
 
     if not zip_upload:
         raise gr.Error("Upload a .zip holding your audio and a metadata CSV first.")
     source = Path(_path_of(zip_upload, ""))
-    target = ctx.datasets_dir / f"{source.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    ctx.datasets_dir.mkdir(parents=True, exist_ok=True)
+    target = Path(tempfile.mkdtemp(prefix=f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', source.stem)[:60]}-",
+                                   dir=ctx.datasets_dir))  # fmt: skip
     try:
         files = extract_zip_safely(source, target)
-    except UnsafeArchiveError as exc:
-        shutil.rmtree(target, ignore_errors=True)
+    except (UnsafeArchiveError, OSError, NotImplementedError, zipfile.BadZipFile) as exc:
+        shutil.rmtree(target, ignore_errors=True)  # the folder is this call's own, made above
         raise gr.Error(f"The zip was refused: {exc}") from exc
-    csvs = sorted((f for f in files if f.suffix.lower() in (".csv", ".txt")), key=lambda f: (len(f.parts), f.name))
-    if not csvs:
-        raise gr.Error("The zip holds no .csv (or .txt) metadata file next to its audio.")
-    preferred = [c for c in csvs if "train" in c.name.lower()] or csvs
-    evals = [c for c in csvs if "eval" in c.name.lower() and c != preferred[0]]
-    return validate_handler(ctx, None, str(preferred[0]), None, str(evals[0]) if evals else "", language, max_seconds)
+    train_csv, eval_csv = _metadata_files(files)
+    return validate_handler(ctx, None, str(train_csv), None, str(eval_csv or ""), language, max_seconds, version,
+                            use_g2p)  # fmt: skip
 
 
-def prepare_handler(ctx: UIContext, train_csv, eval_csv, language, max_seconds, name, progress=gr.Progress()):
+def prepared_folder(ctx: UIContext, name: str, language: str) -> Path:
+    """The datasets/ sub-folder for a prepared dataset name; refuses names that would leave it."""
+    name = (name or "").strip() or f"prepared-{canonical_language(language)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name) or ".." in name:
+        raise gr.Error("A prepared dataset name uses letters, digits, '-', '_' and '.', and starts with a letter "
+                       "or digit.")  # fmt: skip
+    return ctx.datasets_dir / name
+
+
+def prepare_handler(
+    ctx: UIContext, train_csv, eval_csv, language, max_seconds, name, version="tiny", use_g2p=False,
+    progress=gr.Progress(),
+):  # fmt: skip
     if not train_csv:
         raise gr.Error("Check a dataset first (its CSV path is then filled in).")
-    folder = ctx.datasets_dir / ((name or "").strip() or f"prepared-{canonical_language(language)}")
+    folder = prepared_folder(ctx, name, language)
     try:
         prepared = prepare_dataset(
             train_csv, folder, eval_csv or None, language, int(float(max_seconds) * 22050),
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
+            **_check_options(version, language, use_g2p),
         )  # fmt: skip
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
@@ -133,7 +184,7 @@ def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, spea
     try:
         csv_path = transcribe_recordings(
             paths, out, FasterWhisperTranscriber(whisper_model or "large-v3"),
-            language=None if lang == "auto" else lang.split("-")[0], speaker_name=speaker or "speaker",
+            language=whisper_language(lang), speaker_name=speaker or "speaker",
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
         )  # fmt: skip
     except (TranscriberUnavailable, ValueError) as exc:
@@ -177,7 +228,8 @@ def create_dataset_tab(ctx: UIContext) -> dict[str, Any]:
         with gr.Row():
             players = [gr.Audio(visible=False, interactive=False) for _ in range(PREVIEW_PLAYERS)]
         with gr.Row():
-            prepared_name = gr.Textbox(label="Prepared dataset name", placeholder="prepared-<language>")
+            prepared_name = gr.Textbox(label="Prepared dataset name",
+                                       placeholder="empty: a new dataset; an earlier name: add to it")  # fmt: skip
             prepare = gr.Button("Prepare dataset (22.05 kHz copy + train/eval split)")
         prepared_summary = gr.Markdown()
 
@@ -185,23 +237,25 @@ def create_dataset_tab(ctx: UIContext) -> dict[str, Any]:
                ctx.usable_train_rows]  # fmt: skip
     validate.click(
         functools.partial(validate_handler, ctx),
-        [train_upload, train_path, eval_upload, eval_path, language, max_seconds],
+        [train_upload, train_path, eval_upload, eval_path, language, max_seconds, ctx.version, ctx.use_g2p],
         outputs,
         api_name="validate_dataset",
     )
-    zip_button.click(functools.partial(zip_handler, ctx), [zip_upload, language, max_seconds], outputs, api_name="upload_zip")
+    zip_button.click(functools.partial(zip_handler, ctx), [zip_upload, language, max_seconds, ctx.version, ctx.use_g2p],
+                     outputs, api_name="upload_zip")  # fmt: skip
     transcribe.click(
         functools.partial(transcribe_handler, ctx), [recordings, whisper_model, language, speaker], train_path,
-        api_name="transcribe_recordings",
+        api_name="transcribe_recordings", concurrency_id=GPU_QUEUE, concurrency_limit=1,
     ).success(
         functools.partial(validate_handler, ctx, None),
-        [train_path, eval_upload, eval_path, language, max_seconds],
+        [train_path, eval_upload, eval_path, language, max_seconds, ctx.version, ctx.use_g2p],
         outputs,
     )  # fmt: skip
     prepare.click(
         functools.partial(prepare_handler, ctx),
-        [ctx.train_csv, ctx.eval_csv, language, max_seconds, prepared_name],
+        [ctx.train_csv, ctx.eval_csv, language, max_seconds, prepared_name, ctx.version, ctx.use_g2p],
         [prepared_summary, ctx.train_csv, ctx.eval_csv, ctx.usable_train_rows],
         api_name="prepare_dataset",
+        concurrency_limit=1,
     )
     return {"language": language, "summary": summary}

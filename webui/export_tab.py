@@ -10,6 +10,7 @@ import gradio as gr
 
 from utils.export import zip_ready
 from utils.inference import find_ready_dir
+from utils.runs import RUN_FILE
 from webui.context import UIContext
 
 
@@ -38,10 +39,11 @@ def export_handler(ctx: UIContext, run: str, delete_checkpoints: bool) -> tuple[
     if delete_checkpoints:
         if ctx.runner.is_active():
             message += " Checkpoints kept: a training run is active."
+        elif ctx.output_dir not in run_dir.resolve().parents or not (run_dir / RUN_FILE).is_file():
+            message += f" Checkpoints kept: {run_dir} is not a run of this app (under {ctx.output_dir})."
         else:
             removed = delete_training_checkpoints(run_dir)
-            freed = sum(1 for _ in removed)
-            message += f" Deleted {freed} training checkpoint file(s); this run can no longer be resumed."
+            message += f" Deleted {len(removed)} training checkpoint file(s); this run can no longer be resumed."
     return str(target), message
 
 

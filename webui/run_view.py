@@ -48,15 +48,16 @@ def progress(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def status_markdown(state: Any, records: list[dict[str, Any]]) -> str:
-    info = progress(records)
+def status_markdown(state: Any, info: dict[str, Any]) -> str:
+    """The status panel from the run state and `progress(records)`."""
     color = STATUS_COLORS.get(state.status, "#6b7280")
     lines = [f'### <span style="color:{color}">{state.status.capitalize()}</span>', state.message]
     if info["step"]:
         total = info["total"] or "?"
+        loss = "NaN/inf" if info["loss"] is None else f"{info['loss']:.4f}"
         lines.append(
             f"**Step {info['step']} / {total}** · epoch {info['epoch']} · ETA {_duration(info['eta_s'])} · "
-            f"loss {info['loss']:.4f}" + (f" · eval loss {info['eval_loss']:.4f}" if info["eval_loss"] else "")
+            f"loss {loss}" + (f" · eval loss {info['eval_loss']:.4f}" if info["eval_loss"] is not None else "")
             + (f" · {info['samples_per_sec']:.2f} samples/s" if info["samples_per_sec"] else "")
         )  # fmt: skip
     if state.started_at:
@@ -69,8 +70,8 @@ def status_markdown(state: Any, records: list[dict[str, Any]]) -> str:
     return "\n\n".join(lines)
 
 
-def progress_html(records: list[dict[str, Any]], status: str) -> str:
-    info = progress(records)
+def progress_html(info: dict[str, Any], status: str) -> str:
+    """A progress bar from `progress(records)`."""
     percent = 100.0 if status == "finished" else 100.0 * info["fraction"]
     label = f"{info['step']} / {info['total'] or '?'} steps" if info["total"] else "waiting for the first step"
     return (
@@ -85,9 +86,22 @@ def _frame(rows: list[dict[str, Any]], dtypes: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(dtypes)).astype(dtypes)
 
 
+MAX_PLOT_POINTS = 1500  # per series: a long run's plot stays light to send every refresh
+
+
+def _thin(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if len(records) <= MAX_PLOT_POINTS:
+        return records
+    stride = -(-len(records) // MAX_PLOT_POINTS)
+    return records[::stride] + ([records[-1]] if (len(records) - 1) % stride else [])
+
+
 def loss_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    records = list(records)
+    train = _thin([r for r in records if r.get("type") == "train"])
+    evals = [r for r in records if r.get("type") == "eval"]
     rows = []
-    for r in records:
+    for r in train + evals:
         if r.get("type") == "train" and r.get("loss") is not None:
             rows.append({"step": r["step"], "loss": r["loss"], "series": "train"})
         elif r.get("type") == "eval" and r.get("eval_loss") is not None:
@@ -105,7 +119,7 @@ _MEMORY_SERIES = {
 
 
 def memory_frame(history: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    history = list(history)
+    history = _thin(list(history))
     dtypes = {"seconds": "float64", "MB": "float64", "series": "object"}
     if not history:
         return _frame([], dtypes)

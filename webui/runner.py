@@ -22,10 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from utils.metrics_log import read_jsonl
+from utils.runs import list_runs, read_run
 
 ACTIVE = ("starting", "running", "stopping")
 MEMORY_HISTORY = 900  # samples kept for the memory plot (15 min at one per second)
+MEMORY_BACKLOG = 60  # unread memory samples the child queues at most
+# The fields of a metrics record the UI uses; the rest (per-step memory) stays in the file.
+_FOLLOWED_FIELDS = ("type", "step", "epoch", "total_steps", "loss", "eval_loss", "step_time", "loader_time",
+                    "samples_per_sec", "status", "message")  # fmt: skip
 
 
 def _child_main(kwargs: dict[str, Any], stop_event: Any, messages: Any, log_path: str) -> None:
@@ -46,6 +50,11 @@ def _child_main(kwargs: dict[str, Any], stop_event: Any, messages: Any, log_path
                 stop_event.set()  # the app is gone: stop at the next step, saving a checkpoint
                 return
             try:
+                # Nobody polling (no page open): skip samples rather than fill the pipe, which
+                # would keep this process from exiting until someone reads it.
+                if messages.qsize() < MEMORY_BACKLOG:
+                    messages.put({"type": "memory", "time": time.time(), **get_memory_stats()})
+            except NotImplementedError:  # qsize() on macOS
                 messages.put({"type": "memory", "time": time.time(), **get_memory_stats()})
             except (OSError, ValueError):
                 return
@@ -75,7 +84,7 @@ def _child_main(kwargs: dict[str, Any], stop_event: Any, messages: Any, log_path
 
 @dataclass
 class RunState:
-    """What the UI shows about the current (or last) run. Only the runner's thread writes it."""
+    """What the UI shows about the current (or last) run; changed only under the runner's lock."""
 
     status: str = "idle"  # idle | starting | running | stopping | finished | stopped | interrupted | failed
     message: str = "No training run yet."
@@ -112,9 +121,10 @@ class MetricsFollower:
                     break  # a line being written: read it next time
                 self.offset = handle.tell()
                 try:
-                    self.records.append(json.loads(line))
+                    record = json.loads(line)
                 except json.JSONDecodeError:
                     continue
+                self.records.append({k: record[k] for k in _FOLLOWED_FIELDS if k in record})
         return self.records
 
 
@@ -124,7 +134,8 @@ class TrainingRunner:
     def __init__(self, output_dir: str | os.PathLike) -> None:
         self.output_dir = Path(output_dir).resolve()
         self.state = RunState()
-        self._lock = threading.Lock()
+        # Every open page's timer and the API poll from their own threads; start/stop too.
+        self._lock = threading.RLock()
         self._process: mp.process.BaseProcess | None = None
         self._stop_event: Any = None
         self._messages: Any = None
@@ -170,16 +181,24 @@ class TrainingRunner:
 
     def shutdown(self, timeout: float = 120.0) -> None:
         """Ask a running child to stop (it saves a checkpoint) and wait for it; used at app exit."""
-        if self._process is not None and self._process.is_alive():
-            if self._stop_event is not None:
-                self._stop_event.set()
-            self._process.join(timeout)
-            if self._process.is_alive():
-                self._process.terminate()
+        if self._process is None or not self._process.is_alive():
+            return
+        if self._stop_event is not None:
+            self._stop_event.set()
+        deadline = time.time() + timeout
+        while self._process.is_alive() and time.time() < deadline:
+            self.poll()  # keep the queue drained: a child with unread messages cannot exit
+            self._process.join(0.5)
+        if self._process.is_alive():
+            self._process.terminate()
 
     # --- following ----------------------------------------------------------------------------------
     def poll(self) -> RunState:
         """Drain the child's messages and notice if it died. Cheap; call it on every refresh."""
+        with self._lock:
+            return self._poll()
+
+    def _poll(self) -> RunState:
         state = self.state
         while self._messages is not None:
             try:
@@ -218,7 +237,7 @@ class TrainingRunner:
         if state.status in ACTIVE and self._process is not None and not self._process.is_alive():
             time.sleep(0.2)  # let the last queued messages arrive
             if self._messages is not None and not self._drained():
-                return self.poll()
+                return self._poll()
             if state.status in ACTIVE:
                 state.status = "failed"
                 state.ended_at = time.time()
@@ -236,23 +255,22 @@ class TrainingRunner:
         """The run folder this child created: the one whose run.json names the child's pid."""
         if self._process is None:
             return ""
-        root = Path(self.state.arguments.get("output_path", self.output_dir))
         resume = self.state.arguments.get("resume_from")
-        candidates = [Path(resume)] if resume else root.glob("*/run.json")
-        for candidate in candidates:
-            run_json = candidate / "run.json" if candidate.is_dir() else candidate
-            try:
-                record = json.loads(run_json.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
-                continue
-            if record.get("pid") == self._process.pid:
-                return str(run_json.parent)
+        if resume:
+            folder = Path(resume)
+            candidates = [folder if folder.is_dir() else folder.parent]
+        else:
+            candidates = list_runs(self.state.arguments.get("output_path", self.output_dir))
+        for run_dir in candidates:
+            if read_run(run_dir).get("pid") == self._process.pid:
+                return str(run_dir)
         return ""
 
     def metrics(self) -> list[dict[str, Any]]:
-        if not self.state.run_dir:
-            return []
-        return self._follower.follow(Path(self.state.run_dir) / "metrics.jsonl")
+        with self._lock:
+            if not self.state.run_dir:
+                return []
+            return list(self._follower.follow(Path(self.state.run_dir) / "metrics.jsonl"))
 
     def log_tail(self, lines: int = 40) -> str:
         path = Path(self.state.log_path) if self.state.log_path else None
@@ -264,7 +282,3 @@ class TrainingRunner:
         # The trainer colours its console output; the UI shows plain text.
         text = re.sub(r"\x1b\[[0-9;]*m", "", text).replace("\r", "\n")
         return "\n".join(text.splitlines()[-lines:])
-
-
-def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
-    return read_jsonl(Path(run_dir) / "metrics.jsonl")

@@ -8,13 +8,12 @@ from typing import Any
 
 import gradio as gr
 
-from utils.base_models import available_versions
+from utils.inference import unload_voice
 from utils.text_frontend import TextFrontEnd
 from utils.train_args import TrainArguments
 from utils.training_optimizations import PRECISIONS, TrainingOptimizer, detect_gpu, get_memory_stats
 from webui import run_view
 from webui.context import UIContext
-from webui.dataset_tab import LANGUAGE_CHOICES
 
 DEFAULTS = TrainArguments()
 REFRESH_SECONDS = 1.5
@@ -27,6 +26,12 @@ def build_train_kwargs(
     resume_from: str, output_dir: str,
 ) -> dict[str, Any]:  # fmt: skip
     """The train_gpt keyword arguments for the form's values; raises ValueError on bad values."""
+    numbers = {"Epochs": num_epochs, "Batch size": batch_size, "Gradient accumulation": grad_acumm,
+               "Learning rate": learning_rate, "Longest clip": max_seconds, "Checkpoint every N steps": save_step,
+               "Seed": seed}  # fmt: skip
+    empty = [label for label, value in numbers.items() if value is None or value == ""]
+    if empty:
+        raise ValueError(f"Fill in: {', '.join(empty)}.")
     kwargs = dict(
         custom_model=(custom_model or "").strip(),
         version=version,
@@ -97,13 +102,14 @@ def memory_stats(ctx: UIContext) -> dict[str, Any]:
 def refresh(ctx: UIContext):
     state = ctx.runner.poll()
     records = ctx.runner.metrics()
-    memory = memory_stats(ctx)
+    info = run_view.progress(records)
     active = state.status in ("starting", "running", "stopping")
+    training_memory = dict(state.memory) if active and state.memory else None
     return (
-        run_view.status_markdown(state, records),
-        run_view.progress_html(records, state.status),
+        run_view.status_markdown(state, info),
+        run_view.progress_html(info, state.status),
         run_view.loss_frame(records),
-        run_view.memory_markdown(memory["training_process"], memory["app"]),
+        run_view.memory_markdown(training_memory, get_memory_stats()),
         run_view.memory_frame(state.memory_history),
         ctx.runner.log_tail(40) + (f"\n\n{state.traceback}" if state.traceback else ""),
         run_view.code_snippet(state.arguments) if state.arguments else "",
@@ -126,13 +132,16 @@ def start_handler(
         kwargs = build_train_kwargs(*values, output_dir=str(ctx.output_dir))
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
+    if ctx.runner.is_active():
+        raise gr.Error("A training run is already active; stop it or wait for it to end.")
+    unload_voice()  # the Test tab's model would hold GPU memory the run needs
     started, message = ctx.runner.start(kwargs)
     if not started:
         raise gr.Error(message)
     return message
 
 
-def create_train_tab(ctx: UIContext) -> None:
+def create_train_tab(ctx: UIContext) -> dict[str, Any]:
     gpu = detect_gpu()
     with gr.Tab("2. Fine-tune", id="train"):
         gr.Markdown(f"**Detected:** {gpu.summary()}")
@@ -140,9 +149,7 @@ def create_train_tab(ctx: UIContext) -> None:
             ctx.train_csv.render()
             ctx.eval_csv.render()
         with gr.Row():
-            versions = available_versions()
-            version = gr.Dropdown(versions, value="v2.0.2" if gpu.available else "tiny", label="Base model",
-                                  allow_custom_value=True, info="'tiny' trains on a CPU in a minute (it speaks noise)")  # fmt: skip
+            ctx.version.render()
             custom_model = gr.Textbox(label="Custom model.pth (optional)", placeholder="start from a fine-tuned model")
             ctx.language.render()
         with gr.Row():
@@ -157,7 +164,7 @@ def create_train_tab(ctx: UIContext) -> None:
             sdpa = gr.Checkbox(True, label="SDPA attention", info="fused attention kernels")
             mixed_precision = gr.Checkbox(True, label="Mixed precision", info="BF16 on Ampere+, FP16 on Volta/Turing")
             precision = gr.Radio(list(PRECISIONS), value="auto", label="Precision")
-            use_g2p = gr.Checkbox(False, label="Amharic G2P", info="language amh: train (and speak) on IPA phonemes")
+            ctx.use_g2p.render()
         plan = gr.Markdown(plan_markdown(True, True, True, "auto"))
         with gr.Accordion("Advanced", open=False):
             with gr.Row():
@@ -170,7 +177,7 @@ def create_train_tab(ctx: UIContext) -> None:
             stop = gr.Button("Stop (saves a checkpoint)", variant="stop", interactive=False)
         start_message = gr.Markdown()
         status = gr.Markdown("### ⚪ Idle")
-        bar = gr.HTML(run_view.progress_html([], "idle"))
+        bar = gr.HTML(run_view.progress_html(run_view.progress([]), "idle"))
         with gr.Row():
             loss_plot = gr.LinePlot(x="step", y="loss", color="series", label="Loss (train and eval)")
             memory_plot = gr.LinePlot(x="seconds", y="MB", color="series", label="Memory over time")
@@ -179,8 +186,8 @@ def create_train_tab(ctx: UIContext) -> None:
         code = gr.Code(label="Copy as code: the train_gpt call of this run", language="python", interactive=False)
         timer = gr.Timer(REFRESH_SECONDS)
 
-    form = [version, custom_model, ctx.language, num_epochs, batch_size, grad_acumm, learning_rate, max_seconds,
-            grad_checkpoint, sdpa, mixed_precision, precision, use_g2p, ctx.train_csv, ctx.eval_csv, save_step, seed,
+    form = [ctx.version, custom_model, ctx.language, num_epochs, batch_size, grad_acumm, learning_rate, max_seconds,
+            grad_checkpoint, sdpa, mixed_precision, precision, ctx.use_g2p, ctx.train_csv, ctx.eval_csv, save_step, seed,
             resume_from]  # fmt: skip
     outputs = [status, bar, loss_plot, memory, memory_plot, log, code, start, stop]
     start.click(functools.partial(start_handler, ctx), form, start_message, api_name="start_training",

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import gradio as gr
 
+from utils.base_models import available_versions
+from utils.training_optimizations import detect_gpu
 from webui.context import UIContext
-from webui.dataset_tab import create_dataset_tab
+from webui.dataset_tab import LANGUAGE_CHOICES, create_dataset_tab
 from webui.export_tab import create_export_tab
 from webui.runner import TrainingRunner
 from webui.test_tab import create_test_tab
@@ -27,10 +29,13 @@ def build_ui(output_dir: str | Path, runner: TrainingRunner | None = None) -> tu
         # The Dataset tab fills these; they are shown in the Fine-tune tab.
         ctx.train_csv = gr.Textbox(label="Train CSV", render=False, placeholder="filled by the Dataset tab")
         ctx.eval_csv = gr.Textbox(label="Eval CSV (optional)", render=False, placeholder="empty: 15% held out")
-        ctx.language = gr.Dropdown(
-            ["en", "es", "fr", "de", "it", "pt", "pl", "tr", "ru", "nl", "cs", "ar", "zh-cn", "hu", "ko", "ja", "hi", "amh"],
-            value="en", label="Language", allow_custom_value=True, render=False,
-        )  # fmt: skip
+        ctx.language = gr.Dropdown(LANGUAGE_CHOICES, value="en", label="Language", allow_custom_value=True, render=False)
+        gpu = detect_gpu()
+        ctx.version = gr.Dropdown(available_versions(), value="v2.0.2" if gpu.available else "tiny", label="Base model",
+                                  allow_custom_value=True, render=False,
+                                  info="'tiny' trains on a CPU in a minute (it speaks noise)")  # fmt: skip
+        ctx.use_g2p = gr.Checkbox(False, label="Amharic G2P", render=False,
+                                  info="language amh: train (and speak) on IPA phonemes")  # fmt: skip
         ctx.usable_train_rows = gr.State(None)
         with gr.Tabs():
             create_dataset_tab(ctx)
