@@ -146,3 +146,18 @@ def test_amharic_run_with_g2p_reloads_and_inference_uses_the_same_front_end(tmp_
                       train_csv=str(csv_path), output_path=str(tmp_path / "out2"), **common)  # fmt: skip
     assert again.status == "finished"
     assert json.loads((Path(again.run_dir) / "run.json").read_text())["vocab"]["extended"] is False
+
+
+def test_resuming_reuses_the_runs_vocab_even_when_the_text_changed(tmp_path, tiny_base):
+    config = json.loads(tiny_base.config.read_text())
+    first = prepare_vocab(tiny_base.vocab, config, "amh", AMHARIC[:4], tmp_path, 100)
+    (tmp_path / "run").mkdir()
+    run_vocab = first.copy_into(tmp_path / "run")
+    resumed = prepare_vocab(tiny_base.vocab, config, "amh", AMHARIC + ["ጨረቃ ፀሐይ"], tmp_path, 100, run_vocab=run_vocab)
+    assert resumed.path == run_vocab and resumed.size == first.size and resumed.info["reused_from_run"]
+
+
+def test_whisper_gets_the_codes_it_knows():
+    from utils.languages import whisper_language
+
+    assert [whisper_language(c) for c in ("amh", "am", "zh-cn", "en", "auto", "")] == ["am", "am", "zh", "en", None, None]
