@@ -250,6 +250,7 @@ def create_dataset_tab(ctx: UIContext) -> dict[str, Any]:
         functools.partial(validate_handler, ctx, None),
         [train_path, eval_upload, eval_path, language, max_seconds, ctx.version, ctx.use_g2p],
         outputs,
+        api_visibility="undocumented",
     )  # fmt: skip
     prepare.click(
         functools.partial(prepare_handler, ctx),
