@@ -136,6 +136,12 @@ class DatasetReport:
         """Re-read the CSV(s) and yield (row, duration) for the usable rows of `split` ("train"/"eval")."""
         if split not in ("train", "eval"):
             raise ValueError("split must be 'train' or 'eval'")
+        for row_split, row, duration in self.iter_usable_splits():
+            if row_split == split:
+                yield row, duration
+
+    def iter_usable_splits(self) -> Iterator[tuple[str, CsvRow, float]]:
+        """(split, row, duration) of every usable row, reading each CSV once."""
         for usable in self._train + self._eval:
             is_train_file = any(usable is u for u in self._train)
             picks = self._eval_picks.get(usable.csv_file, np.zeros(0, dtype=np.int64))
@@ -151,8 +157,7 @@ class DatasetReport:
                 if lines[at] != row.line:
                     continue
                 in_eval = (not is_train_file) or _contains(picks, row.line)
-                if (split == "eval") == in_eval:
-                    yield row, float(durations[at])
+                yield ("eval" if in_eval else "train"), row, float(durations[at])
 
 
 def _contains(sorted_values: np.ndarray, value: int) -> bool:

@@ -160,9 +160,7 @@ class _Run:
         logger = setup.metrics
         self._write_run_files(run_dir, base, report, setup)
         # Taken now, while the dataset is as validated: the user's files may move during a long run.
-        reference = write_reference_wav(
-            [(row.audio_location, d) for row, d in report.iter_usable("train")], run_dir / REFERENCE_WAV
-        )
+        reference = write_reference_wav(setup.train_durations, run_dir / REFERENCE_WAV)
         update_run(run_dir, reference=reference)
         logger.status("resumed" if self.resume_dir else "started", step=setup.trainer.total_steps_done,
                       total_steps=setup.total_steps)  # fmt: skip
@@ -170,22 +168,24 @@ class _Run:
         try:
             setup.trainer.fit()
         except torch.OutOfMemoryError as exc:
-            update_run(run_dir, status="failed", finished=now_iso(), error="out of GPU memory",
-                       steps_done=setup.trainer.total_steps_done)  # fmt: skip
-            logger.status("failed", error="out of GPU memory", step=setup.trainer.total_steps_done)
+            _record_failure(run_dir, setup, "out of GPU memory")
             raise torch.OutOfMemoryError(_out_of_memory_advice(self.args)) from exc
         except BaseException as exc:
-            update_run(run_dir, status="failed", finished=now_iso(), error=f"{type(exc).__name__}: {exc}",
-                       steps_done=setup.trainer.total_steps_done)  # fmt: skip
-            logger.status("failed", error=f"{type(exc).__name__}: {exc}", step=setup.trainer.total_steps_done)
+            _record_failure(run_dir, setup, f"{type(exc).__name__}: {exc}")
             raise
         finally:
             setup.release()
+        trainer = setup.trainer
+        best = run_dir / "best_model.pth"
+        checkpoint = best if best.is_file() else Path(trainer.stop_checkpoint or _last_checkpoint(run_dir))
+        if not checkpoint.is_file():
+            update_run(run_dir, status=trainer.outcome, finished=now_iso(), steps_done=0)
+            logger.status(trainer.outcome, step=0, message="Stopped before the first step: nothing saved.")
+            raise RuntimeError(f"The run {trainer.outcome} before its first step; nothing was saved in {run_dir}.")
         try:
-            return self._finish(run_dir, base, setup)
+            return self._finish(run_dir, base, setup, checkpoint)
         except BaseException as exc:
-            update_run(run_dir, status="failed", finished=now_iso(), error=f"export failed: {type(exc).__name__}: {exc}")
-            logger.status("failed", error=f"export failed: {exc}", step=setup.trainer.total_steps_done)
+            _record_failure(run_dir, setup, f"export failed: {type(exc).__name__}: {exc}")
             raise
 
     def _write_run_files(self, run_dir: Path, base: BaseModel, report: DatasetReport, setup: Any) -> None:
@@ -220,14 +220,9 @@ class _Run:
             for problem in report.problems:
                 writer.writerow([problem.csv_file, problem.line, problem.audio_file, problem.severity, problem.reason])
 
-    def _finish(self, run_dir: Path, base: BaseModel, setup: Any) -> TrainResult:
+    def _finish(self, run_dir: Path, base: BaseModel, setup: Any, checkpoint: Path) -> TrainResult:
+        """Export ready/ from `checkpoint` and record how the run ended."""
         trainer = setup.trainer
-        best = run_dir / "best_model.pth"
-        checkpoint = best if best.is_file() else Path(trainer.stop_checkpoint or _last_checkpoint(run_dir))
-        if not checkpoint.is_file():
-            update_run(run_dir, status=trainer.outcome, finished=now_iso(), steps_done=0)
-            setup.metrics.status(trainer.outcome, step=0, message="Stopped before the first step: nothing saved.")
-            raise RuntimeError(f"The run {trainer.outcome} before its first step; nothing was saved in {run_dir}.")
         ready = export_ready(
             run_dir,
             checkpoint,
@@ -270,6 +265,13 @@ class _Run:
             run_dir=str(run_dir),
             reference_wav=str(ready / REFERENCE_WAV),
         )
+
+
+def _record_failure(run_dir: Path, setup: Any, error: str) -> None:
+    """Mark the run failed in run.json and metrics.jsonl (the web UI reads both)."""
+    steps = setup.trainer.total_steps_done
+    update_run(run_dir, status="failed", finished=now_iso(), error=error, steps_done=steps)
+    setup.metrics.status("failed", error=error, step=steps)
 
 
 def _out_of_memory_advice(args: TrainArguments) -> str:

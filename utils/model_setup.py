@@ -45,6 +45,7 @@ class TrainingSetup:
     lr_milestones: list[int]
     inference_config: dict[str, Any]
     vocab_path: Path
+    train_durations: list[tuple[str, float]] = field(default_factory=list)  # (audio, seconds) per train row
     vocab_info: dict[str, Any] = field(default_factory=dict)
 
     def release(self) -> None:
@@ -81,20 +82,26 @@ def _unique_run_name(output_path: Path, name: str) -> str:
     return candidate
 
 
-def _samples(report: DatasetReport, split: str, language: str, frontend: TextFrontEnd) -> list[dict[str, Any]]:
-    samples = []
-    for row, _duration in report.iter_usable(split):
-        samples.append(
+def _samples(
+    report: DatasetReport, language: str, frontend: TextFrontEnd
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, float]]]:
+    """coqui sample dicts for train and eval, and (audio, duration) of the train rows, in one read."""
+    samples: dict[str, list[dict[str, Any]]] = {"train": [], "eval": []}
+    train_durations = []
+    for split, row, duration in report.iter_usable_splits():
+        samples[split].append(
             {
                 "text": frontend.apply(row.text),
-                "audio_file": str(row.audio_path),
+                "audio_file": row.audio_location,
                 "speaker_name": row.speaker_name or "speaker",
                 "root_path": str(Path(row.csv_file).parent),
                 "language": language,
                 "audio_unique_name": f"{Path(row.csv_file).stem}#{row.line}",
             }
         )
-    return samples
+        if split == "train":
+            train_durations.append((row.audio_location, duration))
+    return samples["train"], samples["eval"], train_durations
 
 
 def _num_workers(requested: int) -> int:
@@ -190,8 +197,7 @@ def build_training_setup(
     output_path.mkdir(parents=True, exist_ok=True)
     checkpoint, base_config, base_vocab = _model_source(args, base)
     language = frontend.language
-    train_samples = _samples(report, "train", language, frontend)
-    eval_samples = _samples(report, "eval", language, frontend)
+    train_samples, eval_samples, train_durations = _samples(report, language, frontend)
 
     texts = [s["text"] for s in train_samples + eval_samples]
     vocab: VocabChoice = prepare_vocab(base_vocab, base_config, language, texts, output_path, args.vocab_new_tokens,
@@ -266,5 +272,6 @@ def build_training_setup(
         lr_milestones=milestones,
         inference_config=inference_config,
         vocab_path=vocab.path,
+        train_durations=train_durations,
         vocab_info=vocab.info,
     )

@@ -130,8 +130,7 @@ def prepare_dataset(
 
     new_rows: list[tuple[str, str]] = []  # (split, csv line)
     skipped = 0
-    usable = [(row, "train") for row, _ in report.iter_usable("train")]
-    usable += [(row, "eval") for row, _ in report.iter_usable("eval")]
+    usable = [(row, split) for split, row, _ in report.iter_usable_splits()]
     for done, (row, split) in enumerate(usable, start=1):
         name = _clip_name(row.audio_path)
         if name in existing:
