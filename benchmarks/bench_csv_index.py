@@ -1,4 +1,4 @@
-"""Benchmark utils.csv_index on a large generated metadata CSV (a benchmark, not a test).
+"""Benchmark utils.data.csv_index on a large generated metadata CSV (a benchmark, not a test).
 
     .venv/bin/python benchmarks/bench_csv_index.py [--rows 1000000] [--out DIR] [--accesses 100000]
 
@@ -28,7 +28,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from utils.csv_index import CsvRowIndex  # noqa: E402
+from utils.data.csv_index import CsvRowIndex  # noqa: E402
 
 MIB = 1024 * 1024
 WORDS = (

@@ -36,7 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
-from utils.tiny_model import TINY_GPT_HEADS, TINY_GPT_LAYERS, TINY_GPT_WIDTH  # noqa: E402
+from utils.model.tiny import TINY_GPT_HEADS, TINY_GPT_LAYERS, TINY_GPT_WIDTH  # noqa: E402
 from utils.training_optimizations import TrainingOptimizer, detect_gpu, gpt_transformer  # noqa: E402
 
 SAMPLE_RATE = 22050

@@ -12,7 +12,8 @@ import sys
 from dataclasses import MISSING, fields
 from typing import Any
 
-from utils.train_args import TrainArguments
+from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
+from utils.training.arguments import TrainArguments, option_of
 
 
 def _flag(name: str) -> str:
@@ -22,14 +23,16 @@ def _flag(name: str) -> str:
 def _add_train_options(parser: argparse.ArgumentParser) -> None:
     for f in fields(TrainArguments):
         default = f.default if f.default is not MISSING else None
-        help_text = f.metadata.get("help", "").replace("%", "%%")  # argparse formats help with %
+        spec = option_of(f.name)
+        bounds = f" [{spec.minimum:g} to {spec.maximum:g}]" if spec.maximum is not None and not isinstance(default, tuple) else ""
+        help_text = (spec.help + bounds).replace("%", "%%")  # argparse formats help with %
         if isinstance(default, bool):
             parser.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=default, help=help_text)
         elif isinstance(default, tuple):
             parser.add_argument(_flag(f.name), type=float, nargs="+", default=list(default), help=help_text)
         else:
             parser.add_argument(
-                _flag(f.name), type=type(default), default=default, help=help_text, choices=f.metadata.get("choices")
+                _flag(f.name), type=type(default), default=default, help=help_text, choices=spec.choices
             )
 
 
@@ -51,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--train-csv", required=True, help="Metadata CSV to check.")
     validate.add_argument("--eval-csv", default="", help="Optional evaluation CSV.")
     validate.add_argument("--language", default="en", help="Language code of the dataset.")
-    validate.add_argument("--max-audio-length", type=int, default=255995, help="Longest clip, in samples at 22050 Hz.")
+    validate.add_argument("--max-audio-length", type=int, default=MAX_AUDIO_LENGTH,
+                          help=f"Longest clip, in samples at {XTTS_SAMPLE_RATE} Hz.")
     validate.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
     return parser
 
@@ -61,31 +65,35 @@ def _print_progress(record: dict[str, Any]) -> None:
         print(f"[eval] step {record['step']}: eval_loss {record['eval_loss']}", flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "validate":
-        from utils.dataset import validate_dataset
+def _validate(args: argparse.Namespace) -> int:
+    from utils.data.validation import validate_dataset
 
-        report = validate_dataset(args.train_csv, args.eval_csv or None, args.language, args.max_audio_length)
-        if args.json:
-            print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
-        else:
-            print(report.summary())
-            for problem in report.problems:
-                print(f"{problem.csv_file}:{problem.line}: {problem.severity}: {problem.audio_file} {problem.reason}")
+    report = validate_dataset(args.train_csv, args.eval_csv or None, args.language, args.max_audio_length)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
         return 0 if report.ok else 1
+    print(report.summary())
+    for problem in report.problems:
+        print(f"{problem.csv_file}:{problem.line}: {problem.severity}: {problem.audio_file} {problem.reason}")
+    return 0 if report.ok else 1
 
+
+def _train(args: argparse.Namespace) -> int:
     from utils.gpt_train import train_gpt
 
     options = {f.name: getattr(args, f.name) for f in fields(TrainArguments)}
-    options["lr_milestones"] = tuple(options["lr_milestones"])
-    try:
-        result = train_gpt(progress_callback=_print_progress, **options)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    result = train_gpt(progress_callback=_print_progress, **options)
     print(json.dumps({**result._asdict(), "status": result.status}, indent=2))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _validate(args) if args.command == "validate" else _train(args)
+    except ValueError as exc:  # every user mistake: one line, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,40 +1,51 @@
-"""What the tabs share: the output folder, the training runner, and the Fine-tune tab's CSV fields
-(which the Dataset tab fills)."""
+"""What the tabs share: the output folder, the training runner, and a registry of components by id.
+
+Tabs register the components they create under "<tab>.<name>" ("form.train_csv" for the Fine-tune
+form, which the Dataset tab fills), so one tab can wire another's component without importing it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from utils.runs import list_runs
+from utils.model.ready import READY_DIR
+from utils.training.run_record import list_runs, read_run
 from webui.runner import TrainingRunner
 
-GPU_QUEUE = "gpu"  # concurrency_id: synthesis runs one at a time
+GPU_QUEUE = "gpu"  # concurrency_id: training start and synthesis share the GPU, one job at a time
 
 
 @dataclass
 class UIContext:
     output_dir: Path
     runner: TrainingRunner
-    train_csv: Any = None  # gr.Textbox, created unrendered and placed in the Fine-tune tab
-    eval_csv: Any = None
-    language: Any = None
-    version: Any = None  # the base model and the Amharic G2P switch also decide how text is checked
-    use_g2p: Any = None
-    usable_train_rows: Any = None  # gr.State: usable training rows of the last validation
+    components: dict[str, Any] = field(default_factory=dict)
+
+    def register(self, tab: str, components: dict[str, Any]) -> dict[str, Any]:
+        for name, component in components.items():
+            key = f"{tab}.{name}"
+            if key in self.components:
+                raise KeyError(f"component {key} is registered twice")
+            self.components[key] = component
+        return components
+
+    def __getitem__(self, key: str) -> Any:
+        return self.components[key]
+
+    def get_list(self, *keys: str) -> list[Any]:
+        return [self.components[key] for key in keys]
 
     @property
     def datasets_dir(self) -> Path:
         return self.output_dir / "datasets"
 
     def run_choices(self, *, ready_only: bool = False) -> list[tuple[str, str]]:
-        """(label, path) of the runs under the output folder, newest first."""
-        from utils.runs import read_run
-
+        """(label, path) of the runs under the output folder, newest first, with their true status."""
         choices = []
         for run_dir in list_runs(self.output_dir):
-            if ready_only and not (run_dir / "ready" / "model.pth").is_file():
+            if ready_only and not (run_dir / READY_DIR / "model.pth").is_file():
                 continue
             status = read_run(run_dir).get("status", "?")
             choices.append((f"{run_dir.name} ({status})", str(run_dir)))

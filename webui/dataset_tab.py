@@ -14,18 +14,17 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from utils.dataset import HISTOGRAM_EDGES, DatasetReport, validate_dataset
-from utils.audio_checks import AudioError, load_audio
-from utils.dataset_csv import AUDIO_EXTENSIONS, detect_layout
-from utils.gpt_train import validation_options
-from utils.languages import canonical_language, whisper_language
-from utils.prepare_dataset import prepare_dataset, preview_rows
-from utils.tiny_model import XTTS_LANGUAGES
+from utils.data.validation import HISTOGRAM_EDGES, DatasetReport, validate_dataset
+from utils.audio.io import AudioError, load_audio
+from utils.data.csv_reader import AUDIO_EXTENSIONS, detect_layout
+from utils.training.text_checks import text_check_options
+from utils.text.languages import LANGUAGE_CHOICES, canonical_language, whisper_language
+from utils.data.prepare import prepare_dataset, preview_rows
+from webui import form
 from webui.context import GPU_QUEUE, UIContext
 
 PREVIEW_PLAYERS = 3
 PREVIEW_SECONDS = 12
-LANGUAGE_CHOICES = [*XTTS_LANGUAGES, "amh"]
 PROBLEM_COLUMNS = ["csv_file", "line", "audio_file", "severity", "reason"]
 
 
@@ -78,7 +77,7 @@ def _preview(csv_path: str, report: DatasetReport) -> tuple[pd.DataFrame, list[A
 def _check_options(version: str, language: str, use_g2p: bool) -> dict[str, Any]:
     """The text checks the Fine-tune tab's run will apply (front end, vocab), for the same verdict."""
     try:
-        return validation_options(version or "tiny", language, bool(use_g2p))
+        return text_check_options(version or "tiny", language, bool(use_g2p))
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
 
@@ -91,7 +90,7 @@ def validate_handler(
     train_csv, eval_csv = _path_of(train_upload, train_path), _path_of(eval_upload, eval_path)
     try:
         report = validate_dataset(
-            train_csv, eval_csv or None, language, int(float(max_seconds) * 22050),
+            train_csv, eval_csv or None, language, form.from_display("max_audio_length", float(max_seconds)),
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
             **_check_options(version, language, use_g2p),
         )  # fmt: skip
@@ -127,7 +126,7 @@ def _metadata_files(files: list[Path]) -> tuple[Path, Path | None]:
 
 def zip_handler(ctx: UIContext, zip_upload, language, max_seconds, version="tiny", use_g2p=False):
     """Extract an uploaded zip (safely) into the datasets folder and validate its metadata CSV."""
-    from utils.safe_zip import UnsafeArchiveError, extract_zip_safely
+    from utils.data.safe_zip import UnsafeArchiveError, extract_zip_safely
 
     if not zip_upload:
         raise gr.Error("Upload a .zip holding your audio and a metadata CSV first.")
@@ -163,7 +162,7 @@ def prepare_handler(
     folder = prepared_folder(ctx, name, language)
     try:
         prepared = prepare_dataset(
-            train_csv, folder, eval_csv or None, language, int(float(max_seconds) * 22050),
+            train_csv, folder, eval_csv or None, language, form.from_display("max_audio_length", float(max_seconds)),
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
             **_check_options(version, language, use_g2p),
         )  # fmt: skip
@@ -174,7 +173,7 @@ def prepare_handler(
 
 
 def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, speaker, progress=gr.Progress()):
-    from utils.transcription import FasterWhisperTranscriber, TranscriberUnavailable, transcribe_recordings
+    from utils.data.transcription import FasterWhisperTranscriber, TranscriberUnavailable, transcribe_recordings
 
     paths = [_path_of(f, "") for f in (recordings or [])]
     if not paths:
@@ -207,8 +206,9 @@ def create_dataset_tab(ctx: UIContext) -> dict[str, Any]:
                 eval_upload = gr.File(label="Eval CSV (optional)", file_types=[".csv", ".txt"], type="filepath")
                 eval_path = gr.Textbox(label="…or eval CSV path", placeholder="empty: 15% of the train rows are held out")
         with gr.Row():
-            language = gr.Dropdown(LANGUAGE_CHOICES, value="en", label="Language", allow_custom_value=True)
-            max_seconds = gr.Slider(2.0, 11.6, value=11.6, step=0.1, label="Longest clip (seconds)")
+            language = form.create_component("language", choices=list(LANGUAGE_CHOICES), render=True,
+                                             elem_id="dataset-language")
+            max_seconds = form.create_component("max_audio_length", render=True, elem_id="dataset-max-seconds")
             validate = gr.Button("Check dataset", variant="primary")
         with gr.Accordion("Upload a zip (audio + metadata CSV)", open=False):
             zip_upload = gr.File(label="Dataset zip", file_types=[".zip"], type="filepath")
@@ -233,30 +233,24 @@ def create_dataset_tab(ctx: UIContext) -> dict[str, Any]:
             prepare = gr.Button("Prepare dataset (22.05 kHz copy + train/eval split)")
         prepared_summary = gr.Markdown()
 
-    outputs = [summary, problems, histogram, preview, *players, ctx.train_csv, ctx.eval_csv, ctx.language,
-               ctx.usable_train_rows]  # fmt: skip
-    validate.click(
-        functools.partial(validate_handler, ctx),
-        [train_upload, train_path, eval_upload, eval_path, language, max_seconds, ctx.version, ctx.use_g2p],
-        outputs,
-        api_name="validate_dataset",
-    )
-    zip_button.click(functools.partial(zip_handler, ctx), [zip_upload, language, max_seconds, ctx.version, ctx.use_g2p],
-                     outputs, api_name="upload_zip")  # fmt: skip
+    train_csv, eval_csv, run_language, version, g2p, usable_rows = ctx.get_list(
+        "form.train_csv", "form.eval_csv", "form.language", "form.version", "form.use_amharic_g2p",
+        "dataset.usable_train_rows")  # fmt: skip
+    outputs = [summary, problems, histogram, preview, *players, train_csv, eval_csv, run_language, usable_rows]
+    validate.click(functools.partial(validate_handler, ctx),
+                   [train_upload, train_path, eval_upload, eval_path, language, max_seconds, version, g2p], outputs,
+                   api_name="validate_dataset")  # fmt: skip
+    zip_button.click(functools.partial(zip_handler, ctx), [zip_upload, language, max_seconds, version, g2p], outputs,
+                     api_name="upload_zip")  # fmt: skip
     transcribe.click(
         functools.partial(transcribe_handler, ctx), [recordings, whisper_model, language, speaker], train_path,
         api_name="transcribe_recordings", concurrency_id=GPU_QUEUE, concurrency_limit=1,
     ).success(
         functools.partial(validate_handler, ctx, None),
-        [train_path, eval_upload, eval_path, language, max_seconds, ctx.version, ctx.use_g2p],
-        outputs,
-        api_visibility="undocumented",
+        [train_path, eval_upload, eval_path, language, max_seconds, version, g2p], outputs, api_visibility="undocumented",
     )  # fmt: skip
-    prepare.click(
-        functools.partial(prepare_handler, ctx),
-        [ctx.train_csv, ctx.eval_csv, language, max_seconds, prepared_name, ctx.version, ctx.use_g2p],
-        [prepared_summary, ctx.train_csv, ctx.eval_csv, ctx.usable_train_rows],
-        api_name="prepare_dataset",
-        concurrency_limit=1,
-    )
-    return {"language": language, "summary": summary}
+    prepare.click(functools.partial(prepare_handler, ctx),
+                  [train_csv, eval_csv, language, max_seconds, prepared_name, version, g2p],
+                  [prepared_summary, train_csv, eval_csv, usable_rows], api_name="prepare_dataset",
+                  concurrency_limit=1)  # fmt: skip
+    return ctx.register("dataset", {"language": language, "summary": summary})

@@ -8,9 +8,9 @@ from typing import Any
 
 import gradio as gr
 
-from utils.export import zip_ready
-from utils.inference import find_ready_dir
-from utils.runs import RUN_FILE
+from utils.model.ready import zip_ready
+from utils.model.inference import find_ready_dir
+from utils.training.run_record import RUN_FILE
 from webui.context import UIContext
 
 
@@ -61,4 +61,4 @@ def create_export_tab(ctx: UIContext) -> dict[str, Any]:
     refresh_runs.click(lambda: gr.update(choices=ctx.run_choices(ready_only=True)), None, run,
                        api_visibility="undocumented")  # fmt: skip
     export.click(functools.partial(export_handler, ctx), [run, delete], [archive, message], api_name="export_model")
-    return {"run": run}
+    return ctx.register("export", {"run": run})

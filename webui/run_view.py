@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from utils.train_args import TrainArguments, argument_defaults
+from utils.training.arguments import TrainArguments, argument_defaults
 
 STATUS_COLORS = {"starting": "#d97706", "running": "#16a34a", "stopping": "#d97706", "finished": "#2563eb",
                  "stopped": "#6b7280", "interrupted": "#6b7280", "failed": "#dc2626"}  # fmt: skip

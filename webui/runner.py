@@ -1,16 +1,15 @@
 """Runs `train_gpt` in a spawned child process, one run at a time, and follows it.
 
-The coqui trainer may end its process on errors and the GPU work must not share the web server's
-process, so training lives in a child. The child reports through a queue (its run folder, its
-memory every second, its result or error) and through the run's `metrics.jsonl`, which this side
-only reads. Stop sets an Event the child checks at each step boundary; the child then saves a
-checkpoint and returns normally.
+The GPU work must not share the web server's process, so training lives in a child that runs the
+notebook's own `train_gpt`. The child reports through a queue (status records, which name its run
+folder, its memory every second, its result or error); the run's `run.json` is the truth about its
+status and `metrics.jsonl` holds its steps, which this side only reads. Stop sets an Event the child
+checks at each step boundary; the child then saves a checkpoint and returns normally.
 """
 
 from __future__ import annotations
 
 import collections
-import json
 import multiprocessing as mp
 import os
 import queue
@@ -22,14 +21,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from utils.runs import list_runs, read_run
+from utils.files import JsonlFollower
+from utils.training.run_record import METRICS_FILE, RunStatus, read_run, update_run
 
-ACTIVE = ("starting", "running", "stopping")
 MEMORY_HISTORY = 900  # samples kept for the memory plot (15 min at one per second)
 MEMORY_BACKLOG = 60  # unread memory samples the child queues at most
 # The fields of a metrics record the UI uses; the rest (per-step memory) stays in the file.
 _FOLLOWED_FIELDS = ("type", "step", "epoch", "total_steps", "loss", "eval_loss", "step_time", "loader_time",
-                    "samples_per_sec", "status", "message")  # fmt: skip
+                    "samples_per_sec", "status", "message", "error", "run_dir")  # fmt: skip
+
+
+def _report_memory(messages: Any, stop_event: Any, done: threading.Event) -> None:
+    """Every second: the child's memory to the parent; a parent that is gone stops the run (with a checkpoint)."""
+    from utils.device.memory import get_memory_stats
+
+    parent = os.getppid()
+    while not done.wait(1.0):
+        if os.getppid() != parent:
+            stop_event.set()
+            return
+        try:
+            # Nobody polling (no page open): skip samples rather than fill the pipe, which
+            # would keep this process from exiting until someone reads it.
+            if messages.qsize() < MEMORY_BACKLOG:
+                messages.put({"type": "memory", "time": time.time(), **get_memory_stats()})
+        except NotImplementedError:  # qsize() on macOS
+            messages.put({"type": "memory", "time": time.time(), **get_memory_stats()})
+        except (OSError, ValueError):
+            return
 
 
 def _child_main(kwargs: dict[str, Any], stop_event: Any, messages: Any, log_path: str) -> None:
@@ -40,37 +59,16 @@ def _child_main(kwargs: dict[str, Any], stop_event: Any, messages: Any, log_path
     os.dup2(log.fileno(), 2)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     done = threading.Event()
-    parent = os.getppid()
-
-    def report_memory() -> None:
-        from utils.training_optimizations import get_memory_stats
-
-        while not done.wait(1.0):
-            if os.getppid() != parent:
-                stop_event.set()  # the app is gone: stop at the next step, saving a checkpoint
-                return
-            try:
-                # Nobody polling (no page open): skip samples rather than fill the pipe, which
-                # would keep this process from exiting until someone reads it.
-                if messages.qsize() < MEMORY_BACKLOG:
-                    messages.put({"type": "memory", "time": time.time(), **get_memory_stats()})
-            except NotImplementedError:  # qsize() on macOS
-                messages.put({"type": "memory", "time": time.time(), **get_memory_stats()})
-            except (OSError, ValueError):
-                return
-
     try:
         from utils.gpt_train import train_gpt
 
-        threading.Thread(target=report_memory, daemon=True).start()
+        threading.Thread(target=_report_memory, args=(messages, stop_event, done), daemon=True).start()
 
         def forward(record: dict[str, Any]) -> None:
             if record.get("type") == "status":
                 messages.put({"type": "event", "record": record})
 
         result = train_gpt(**kwargs, stop_event=stop_event, progress_callback=forward)
-        from utils.runs import read_run
-
         record = read_run(result.run_dir)
         messages.put({"type": "result", "status": result.status,
                       "result": {**result._asdict(), "stop_checkpoint": record.get("stop_checkpoint")}})  # fmt: skip
@@ -86,7 +84,7 @@ def _child_main(kwargs: dict[str, Any], stop_event: Any, messages: Any, log_path
 class RunState:
     """What the UI shows about the current (or last) run; changed only under the runner's lock."""
 
-    status: str = "idle"  # idle | starting | running | stopping | finished | stopped | interrupted | failed
+    status: RunStatus = RunStatus.IDLE
     message: str = "No training run yet."
     run_dir: str = ""
     log_path: str = ""
@@ -99,33 +97,17 @@ class RunState:
     memory: dict[str, Any] = field(default_factory=dict)
     memory_history: collections.deque = field(default_factory=lambda: collections.deque(maxlen=MEMORY_HISTORY))
 
+    @property
+    def active(self) -> bool:
+        return self.status.active
 
-class MetricsFollower:
-    """Reads a growing metrics.jsonl incrementally (only new complete lines each time)."""
 
-    def __init__(self) -> None:
-        self.path: Path | None = None
-        self.offset = 0
-        self.records: list[dict[str, Any]] = []
-
-    def follow(self, path: Path) -> list[dict[str, Any]]:
-        if path != self.path:
-            self.path, self.offset, self.records = path, 0, []
-        if not path.is_file():
-            return self.records
-        with open(path, encoding="utf-8") as handle:
-            handle.seek(self.offset)
-            while True:
-                line = handle.readline()
-                if not line.endswith("\n"):
-                    break  # a line being written: read it next time
-                self.offset = handle.tell()
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                self.records.append({k: record[k] for k in _FOLLOWED_FIELDS if k in record})
-        return self.records
+def ended_message(status: RunStatus, checkpoint: str = "") -> str:
+    return {
+        RunStatus.FINISHED: "Training finished. The voice is ready in the Test and Export tabs.",
+        RunStatus.STOPPED: f"Stopped. Checkpoint saved: `{checkpoint}`. Resume it from Advanced > Resume run.",
+        RunStatus.INTERRUPTED: f"Interrupted. Checkpoint saved: `{checkpoint}`. Resume it from Advanced > Resume run.",
+    }.get(status, status.value.capitalize())
 
 
 class TrainingRunner:
@@ -139,23 +121,21 @@ class TrainingRunner:
         self._process: mp.process.BaseProcess | None = None
         self._stop_event: Any = None
         self._messages: Any = None
-        self._follower = MetricsFollower()
+        self._follower = JsonlFollower(keep=lambda r: {k: r[k] for k in _FOLLOWED_FIELDS if k in r})
         self._context = mp.get_context("spawn")
 
     # --- control ------------------------------------------------------------------------------------
     def is_active(self) -> bool:
-        self.poll()
-        return self.state.status in ACTIVE
+        return self.poll().active
 
     def start(self, kwargs: dict[str, Any]) -> tuple[bool, str]:
         """Launch a run; (False, reason) if one is already running."""
         with self._lock:
-            self.poll()
-            if self.state.status in ACTIVE:
-                return False, f"A training run is already {self.state.status}; stop it or wait for it to end."
+            if self.poll().active:
+                return False, f"A training run is already {self.state.status.value}; stop it or wait for it to end."
             logs = self.output_dir / ".logs"
             logs.mkdir(parents=True, exist_ok=True)
-            log_path = logs / f"train-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+            log_path = logs / f"train-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns()}.log"
             kwargs = {**kwargs, "output_path": str(kwargs.get("output_path") or self.output_dir)}
             self._stop_event = self._context.Event()
             self._messages = self._context.Queue()
@@ -163,19 +143,20 @@ class TrainingRunner:
                 target=_child_main, args=(kwargs, self._stop_event, self._messages, str(log_path)), daemon=False,
                 name="xtts-training",
             )  # fmt: skip
-            self.state = RunState(status="starting", message="Starting: checking the dataset and loading the model...",
-                                  log_path=str(log_path), arguments=kwargs, started_at=time.time())  # fmt: skip
-            self._follower = MetricsFollower()
+            self.state = RunState(status=RunStatus.STARTING, log_path=str(log_path), arguments=kwargs,
+                                  message="Starting: checking the dataset and loading the model...",
+                                  run_dir=str(kwargs["resume_from"]) if kwargs.get("resume_from") else "",
+                                  started_at=time.time())  # fmt: skip
+            self._follower = JsonlFollower(keep=self._follower.keep)
             self._process.start()
             return True, "Training started."
 
     def stop(self) -> str:
         with self._lock:
-            self.poll()
-            if self.state.status not in ACTIVE or self._stop_event is None:
+            if not self.poll().active or self._stop_event is None:
                 return "No training run is active."
             self._stop_event.set()
-            self.state.status = "stopping"
+            self.state.status = RunStatus.STOPPING
             self.state.message = "Stopping at the end of the current step; a checkpoint will be saved..."
             return self.state.message
 
@@ -196,81 +177,63 @@ class TrainingRunner:
     def poll(self) -> RunState:
         """Drain the child's messages and notice if it died. Cheap; call it on every refresh."""
         with self._lock:
-            return self._poll()
+            self._drain()
+            if self.state.active and self._process is not None and not self._process.is_alive():
+                self._after_exit()
+            return self.state
 
-    def _poll(self) -> RunState:
-        state = self.state
+    def _drain(self) -> None:
         while self._messages is not None:
             try:
                 message = self._messages.get_nowait()
             except (queue.Empty, OSError, ValueError):
-                break
-            kind = message.get("type")
-            if kind == "memory":
-                state.memory = message
-                state.memory_history.append(message)
-            elif kind == "event":
-                record = message["record"]
-                if record.get("status") in ("started", "resumed"):
-                    if state.status == "starting":
-                        state.status = "running"
-                    state.message = "Training..." if state.status == "running" else state.message
-                elif record.get("message"):
-                    state.message = record["message"]
-            elif kind == "result":
-                state.result = message["result"]
-                state.run_dir = state.result.get("run_dir", state.run_dir)
-                state.status = message["status"]
-                state.ended_at = time.time()
-                where = state.result.get("stop_checkpoint") or ""
-                state.message = {
-                    "finished": "Training finished. The voice is ready in the Test and Export tabs.",
-                    "stopped": f"Stopped. Checkpoint saved: `{where}`. Resume it from Advanced > Resume run.",
-                    "interrupted": f"Interrupted. Checkpoint saved: `{where}`. Resume it from Advanced > Resume run.",
-                }.get(state.status, state.status)
-            elif kind == "error":
-                state.status, state.error, state.traceback = "failed", message["error"], message["traceback"]
-                state.ended_at = time.time()
-                state.message = f"Training failed: {message['error']}"
-        if not state.run_dir and state.status in ACTIVE:
-            state.run_dir = self._find_run_dir()
-        if state.status in ACTIVE and self._process is not None and not self._process.is_alive():
-            time.sleep(0.2)  # let the last queued messages arrive
-            if self._messages is not None and not self._drained():
-                return self._poll()
-            if state.status in ACTIVE:
-                state.status = "failed"
-                state.ended_at = time.time()
-                state.error = f"The training process ended unexpectedly (exit code {self._process.exitcode})."
-                state.message = state.error + " See the log below."
-        return state
+                return
+            self._apply(message)
 
-    def _drained(self) -> bool:
-        try:
-            return self._messages.empty()
-        except (OSError, ValueError):
-            return True
+    def _apply(self, message: dict[str, Any]) -> None:
+        state, kind = self.state, message.get("type")
+        if kind == "memory":
+            state.memory = message
+            state.memory_history.append(message)
+        elif kind == "event":
+            record = message["record"]
+            state.run_dir = record.get("run_dir") or state.run_dir  # the child says where it writes
+            status = RunStatus.parse(record.get("status"))
+            if status == RunStatus.RUNNING and state.status == RunStatus.STARTING:
+                state.status, state.message = RunStatus.RUNNING, "Training..."
+            elif record.get("message") and not status.ended:
+                state.message = record["message"]
+        elif kind == "result":
+            state.result = message["result"]
+            state.run_dir = state.result.get("run_dir", state.run_dir)
+            state.status = RunStatus.parse(message["status"])
+            state.ended_at = time.time()
+            state.message = ended_message(state.status, state.result.get("stop_checkpoint") or "")
+        elif kind == "error":
+            state.status, state.error, state.traceback = RunStatus.FAILED, message["error"], message["traceback"]
+            state.ended_at = time.time()
+            state.message = f"Training failed: {message['error']}"
 
-    def _find_run_dir(self) -> str:
-        """The run folder this child created: the one whose run.json names the child's pid."""
-        if self._process is None:
-            return ""
-        resume = self.state.arguments.get("resume_from")
-        if resume:
-            folder = Path(resume)
-            candidates = [folder if folder.is_dir() else folder.parent]
-        else:
-            candidates = list_runs(self.state.arguments.get("output_path", self.output_dir))
-        for run_dir in candidates:
-            if read_run(run_dir).get("pid") == self._process.pid:
-                return str(run_dir)
-        return ""
+    def _after_exit(self) -> None:
+        """The child is gone while the run looked active: take its last words, else record that it died."""
+        time.sleep(0.2)  # let the last queued messages arrive
+        self._drain()
+        if not self.state.active:
+            return
+        state = self.state
+        state.status, state.ended_at = RunStatus.FAILED, time.time()
+        state.error = f"The training process ended unexpectedly (exit code {self._process.exitcode})."
+        state.message = state.error + " See the log below."
+        if state.run_dir and (Path(state.run_dir) / "run.json").is_file():
+            record = read_run(state.run_dir)  # marks a run whose process is gone as failed, on disk too
+            if RunStatus.parse(record.get("status")).active:
+                update_run(state.run_dir, status=RunStatus.FAILED, error=state.error)
 
     def metrics(self) -> list[dict[str, Any]]:
         with self._lock:
             if not self.state.run_dir:
                 return []
-            return list(self._follower.follow(Path(self.state.run_dir) / "metrics.jsonl"))
+            return list(self._follower.follow(Path(self.state.run_dir) / METRICS_FILE))
 
     def log_tail(self, lines: int = 40) -> str:
         path = Path(self.state.log_path) if self.state.log_path else None

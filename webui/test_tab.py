@@ -9,10 +9,10 @@ from typing import Any
 
 import gradio as gr
 
-from utils.export import REFERENCE_WAV, read_finetune_info
-from utils.inference import find_ready_dir, synthesize
+from utils.model.ready import REFERENCE_WAV, read_finetune_info
+from utils.model.inference import find_ready_dir, synthesize
+from utils.text.languages import LANGUAGE_CHOICES
 from webui.context import GPU_QUEUE, UIContext
-from webui.dataset_tab import LANGUAGE_CHOICES
 
 # ~21.5 GPT audio tokens per second of speech; 250 is about 11.6 s, the longest training clip.
 DEFAULT_MAX_AUDIO_TOKENS = 250
@@ -60,7 +60,7 @@ def create_test_tab(ctx: UIContext) -> dict[str, Any]:
         with gr.Row():
             with gr.Column():
                 text = gr.Textbox(label="Text", lines=3, value="Hello! This is my fine-tuned voice.")
-                language = gr.Dropdown(LANGUAGE_CHOICES, value="en", label="Language", allow_custom_value=True)
+                language = gr.Dropdown(list(LANGUAGE_CHOICES), value="en", label="Language", allow_custom_value=True)
                 reference = gr.Audio(label="Reference voice (from the run, or upload your own)", type="filepath",
                                      sources=["upload"])  # fmt: skip
             with gr.Column():
@@ -89,4 +89,4 @@ def create_test_tab(ctx: UIContext) -> dict[str, Any]:
         concurrency_id=GPU_QUEUE,
         concurrency_limit=1,
     )  # fmt: skip
-    return {"run": run}
+    return ctx.register("test", {"run": run})

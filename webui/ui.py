@@ -1,4 +1,4 @@
-"""The studio's Blocks: one tab per module, sharing a UIContext (output folder, training runner)."""
+"""The studio's Blocks: one tab per module, sharing a UIContext (output folder, runner, components by id)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,16 @@ from pathlib import Path
 
 import gradio as gr
 
-from utils.base_models import available_versions
-from utils.training_optimizations import detect_gpu
+from utils.device.gpu import detect_gpu
+from utils.model.base_models import TINY, version_choices
+from utils.text.languages import LANGUAGE_CHOICES
+from webui import form
 from webui.context import UIContext
-from webui.dataset_tab import LANGUAGE_CHOICES, create_dataset_tab
+from webui.dataset_tab import create_dataset_tab
 from webui.export_tab import create_export_tab
 from webui.runner import TrainingRunner
 from webui.test_tab import create_test_tab
-from webui.train_tab import create_train_tab, register_status_api
+from webui.train_tab import create_train_tab, form_on_load, refresh, register_status_api
 
 CSS = """
 #memory-panel { font-variant-numeric: tabular-nums; }
@@ -26,29 +28,28 @@ def build_ui(output_dir: str | Path, runner: TrainingRunner | None = None) -> tu
     ctx = UIContext(output_dir=output_dir, runner=runner or TrainingRunner(output_dir))
     with gr.Blocks(title="XTTS fine-tuning studio") as demo:
         gr.Markdown("# XTTS fine-tuning studio")
-        # The Dataset tab fills these; they are shown in the Fine-tune tab.
-        ctx.train_csv = gr.Textbox(label="Train CSV", render=False, placeholder="filled by the Dataset tab")
-        ctx.eval_csv = gr.Textbox(label="Eval CSV (optional)", render=False, placeholder="empty: 15% held out")
-        ctx.language = gr.Dropdown(LANGUAGE_CHOICES, value="en", label="Language", allow_custom_value=True, render=False)
-        gpu = detect_gpu()
-        ctx.version = gr.Dropdown(available_versions(), value="v2.0.2" if gpu.available else "tiny", label="Base model",
-                                  allow_custom_value=True, render=False,
-                                  info="'tiny' trains on a CPU in a minute (it speaks noise)")  # fmt: skip
-        ctx.use_g2p = gr.Checkbox(False, label="Amharic G2P", render=False,
-                                  info="language amh: train (and speak) on IPA phonemes")  # fmt: skip
-        ctx.usable_train_rows = gr.State(None)
+        # The form exists before the tabs: the Dataset tab fills its CSV fields, the Fine-tune tab shows it.
+        ctx.register("form", form.create_components(
+            choices={"version": version_choices(), "language": list(LANGUAGE_CHOICES),
+                     "resume_from": [("(new run)", ""), *ctx.run_choices()]},
+            values={} if detect_gpu().available else {"version": TINY},
+        ))  # fmt: skip
+        ctx.register("dataset", {"usable_train_rows": gr.State(None)})
         with gr.Tabs():
             create_dataset_tab(ctx)
-            train = create_train_tab(ctx)
-            test = create_test_tab(ctx)
-            export = create_export_tab(ctx)
+            create_train_tab(ctx)
+            create_test_tab(ctx)
+            create_export_tab(ctx)
         register_status_api(ctx)
-        # Opening or reloading the page re-attaches to a running (or the last) run and lists the runs.
-        demo.load(train["refresh"], None, train["refresh_outputs"], api_visibility="undocumented")
+        # Opening or reloading the page re-attaches to a running (or the last) run, shows the active run's
+        # settings in the form, and lists the runs.
+        demo.load(lambda: refresh(ctx), None, ctx["train.refresh_outputs"], api_visibility="undocumented")
+        form_components = [ctx[f"form.{cid}"] for cid in form.form_ids()]
+        demo.load(lambda: form_on_load(ctx), None, form_components, api_visibility="undocumented")
         demo.load(
             lambda: (gr.update(choices=[("(new run)", ""), *ctx.run_choices()]),
                      gr.update(choices=ctx.run_choices(ready_only=True)),
                      gr.update(choices=ctx.run_choices(ready_only=True))),
-            None, [train["resume_from"], test["run"], export["run"]], api_visibility="undocumented",
+            None, [ctx["form.resume_from"], ctx["test.run"], ctx["export.run"]], api_visibility="undocumented",
         )  # fmt: skip
     return demo, ctx

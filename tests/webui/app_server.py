@@ -1,0 +1,56 @@
+"""Launch the real app (python app.py) in a subprocess on a free port, for the web tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class AppServer:
+    def __init__(self, output_dir: Path, log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.log_path = log_path
+        env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
+        self.log = open(log_path, "w")
+        self.process = subprocess.Popen(
+            [sys.executable, "app.py", "--port", str(self.port), "--output-dir", str(output_dir)],
+            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"app exited early:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        raise TimeoutError(f"app did not start:\n{self.log_path.read_text()[-3000:]}")
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")

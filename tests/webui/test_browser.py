@@ -1,0 +1,104 @@
+"""A real browser (headless Chromium through Selenium) uses the studio: upload, check, train, watch."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from tests.webui.app_server import AppServer
+from tests.webui.test_client import absolute_path_csv
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture
+def browser(tmp_path):
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("Chromium and ChromeDriver are not installed (./run_tests.sh installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-quic", "--window-size=1400,2200", f"--user-data-dir={tmp_path / 'chrome-profile'}"):
+        options.add_argument(flag)  # fmt: skip
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def wait_text(driver, text: str, timeout: float = 60.0, css: str = "body") -> str:
+    from selenium.webdriver.common.by import By
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        content = driver.find_element(By.CSS_SELECTOR, css).text
+        if text in content:
+            return content
+        time.sleep(0.5)
+    raise AssertionError(f"{text!r} did not appear in {css} within {timeout}s")
+
+
+def click_button(driver, label: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    buttons = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == label and b.is_displayed()]
+    assert buttons, f"no visible button {label!r}"
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", buttons[0])
+    buttons[0].click()
+
+
+def test_upload_check_train_and_watch_progress_and_memory(tmp_path, tiny_base, browser):
+    from selenium.webdriver.common.by import By
+
+    csv_path = absolute_path_csv(tmp_path / "data")
+    server = AppServer(tmp_path / "output", tmp_path / "app.log")
+    try:
+        server.wait_ready()
+        browser.get(server.url)
+        wait_text(browser, "XTTS fine-tuning studio")
+
+        upload = browser.find_elements(By.CSS_SELECTOR, "input[type=file]")[0]
+        upload.send_keys(str(csv_path))
+        time.sleep(2)  # the upload finishes before the check reads it
+        click_button(browser, "Check dataset")
+        wait_text(browser, "Ready to train", 90)
+        browser.save_screenshot(str(tmp_path / "dataset.png"))
+
+        tab = [t for t in browser.find_elements(By.CSS_SELECTOR, "button[role=tab]") if "Fine-tune" in t.text][0]
+        tab.click()
+        wait_text(browser, "What will be applied")
+        epochs = browser.find_element(By.XPATH, "//*[normalize-space(text())='Epochs']/ancestor::label//input")
+        epochs.clear()
+        epochs.send_keys("4")
+        time.sleep(1)
+        click_button(browser, "Start training")
+
+        status = wait_text(browser, "Step ", 180, "body")
+        assert "Running" in status or "Finished" in status
+        first_memory = wait_text(browser, "training process", 60, "#memory-panel")
+        deadline, changed = time.time() + 60, False
+        while time.time() < deadline and not changed:
+            time.sleep(1.5)
+            changed = browser.find_element(By.CSS_SELECTOR, "#memory-panel").text != first_memory
+        assert changed, "the memory panel did not update"
+        browser.save_screenshot(str(tmp_path / "training.png"))
+
+        # Reloading the page re-attaches to the run: its progress comes back without starting anything.
+        browser.refresh()
+        wait_text(browser, "XTTS fine-tuning studio")
+        [t for t in browser.find_elements(By.CSS_SELECTOR, "button[role=tab]") if "Fine-tune" in t.text][0].click()
+        wait_text(browser, "Step ", 60)
+        wait_text(browser, "Training finished", 240)
+        browser.save_screenshot(str(tmp_path / "finished.png"))
+        assert (tmp_path / "training.png").stat().st_size > 10_000
+    finally:
+        server.close()

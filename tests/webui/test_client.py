@@ -1,0 +1,110 @@
+"""The web app driven through its named API endpoints with gradio_client, as a script would."""
+
+from __future__ import annotations
+
+import json
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+
+from tests.webui.app_server import AppServer
+from tests.helpers import SENTENCES, write_clip
+from utils.training.arguments import TrainArguments
+from webui.form import form_values
+
+pytestmark = pytest.mark.slow
+
+
+def absolute_path_csv(folder: Path, n: int = 12) -> Path:
+    """A CSV with absolute audio paths, so it still resolves once uploaded into the app's temp folder."""
+    lines = ["audio_file|text|speaker_name"]
+    for i in range(n):
+        clip = write_clip(folder / "wavs" / f"clip_{i:02d}.wav", 1.5 + 0.5 * (i % 4), i)
+        lines.append(f"{clip}|{SENTENCES[i % len(SENTENCES)]}|speaker_a")
+    path = folder / "metadata.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def form(train_csv: str, epochs: int, **changes) -> dict:
+    """/start_training's parameters, named and valued as the declaration says (the form's own values)."""
+    arguments = TrainArguments(version="tiny", num_epochs=epochs, batch_size=4, grad_acumm=1,
+                               enable_mixed_precision=False, train_csv=train_csv)  # fmt: skip
+    return {**form_values(arguments), **changes}
+
+
+def wait_for(client, predicate, timeout: float, what: str) -> dict:
+    deadline = time.time() + timeout
+    status: dict = {}
+    while time.time() < deadline:
+        status = client.predict(api_name="/training_status")
+        if predicate(status):
+            return status
+        time.sleep(1.0)
+    raise AssertionError(f"timed out waiting for {what}; last status: {json.dumps(status)[:2000]}")
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory, tiny_base):
+    folder = tmp_path_factory.mktemp("webui")
+    server = AppServer(folder / "output", folder / "app.log")
+    try:
+        server.wait_ready()
+        yield server, folder
+    finally:
+        server.close()
+
+
+def test_dataset_train_stop_status_memory_synthesize_export(app):
+    from gradio_client import Client, handle_file
+
+    server, folder = app
+    client = Client(server.url, verbose=False)
+    csv_path = absolute_path_csv(folder / "data")
+    before = csv_path.read_bytes()
+
+    result = client.predict(handle_file(str(csv_path)), "", None, "", "en", 11.6, "tiny", False,
+                            api_name="/validate_dataset")  # fmt: skip
+    summary, train_csv, language = result[0], result[-3], result[-1]
+    assert "Ready to train" in summary and "12 of 12 rows usable" in summary and "10 for training" in summary
+    assert train_csv.endswith("metadata.csv") and language == "en"
+
+    assert client.predict(**form(train_csv, 2), api_name="/start_training") == "Training started."
+    with pytest.raises(Exception, match="already"):
+        client.predict(**form(train_csv, 2), api_name="/start_training")
+    running = wait_for(client, lambda s: s["status"] == "running" and s["step"] >= 1, 180, "the first step")
+    memory = client.predict(api_name="/memory_stats")
+    assert memory["app"]["ram_total_mb"] > 0 and memory["app"]["process_rss_mb"] > 0
+    assert memory["training_process"] is not None and memory["training_process"]["process_rss_mb"] > 100
+    finished = wait_for(client, lambda s: s["status"] not in ("starting", "running"), 240, "the end of the run")
+    assert finished["status"] == "finished", finished
+    assert finished["step"] == 6 and finished["step"] > running["step"] - 1
+    first_run = Path(finished["run_dir"])
+    assert (first_run / "ready" / "model.pth").is_file()
+
+    # A long run, stopped midway: a checkpoint is saved and said where.
+    assert client.predict(**form(train_csv, 50), api_name="/start_training") == "Training started."
+    wait_for(client, lambda s: s["status"] == "running" and s["step"] >= 2, 180, "two steps of the long run")
+    assert "Stopping" in client.predict(api_name="/stop_training")
+    stopped = wait_for(client, lambda s: s["status"] not in ("running", "stopping", "starting"), 180, "the stop")
+    assert stopped["status"] == "stopped", stopped
+    stop_checkpoint = json.loads((Path(stopped["run_dir"]) / "run.json").read_text())["stop_checkpoint"]
+    assert Path(stop_checkpoint).is_file() and stopped["step"] < 50 * 3
+    assert stop_checkpoint in stopped["message"], "the page says where the checkpoint is"
+
+    audio, download = client.predict(
+        str(first_run), "", None, "Hello from the test.", "en", 0.75, 1.0, 5.0, 50, 0.85, 1.0, 20,
+        api_name="/synthesize",
+    )  # fmt: skip
+    data, rate = sf.read(audio)
+    assert rate == 24000 and len(data) > 0
+
+    archive, message = client.predict(str(first_run), False, api_name="/export_model")
+    with zipfile.ZipFile(archive) as zipped:
+        names = {Path(n).name for n in zipped.namelist()}
+    assert {"model.pth", "config.json", "vocab.json", "reference.wav", "finetune.json"} <= names
+    assert "Exported" in message
+    assert csv_path.read_bytes() == before

@@ -1,0 +1,71 @@
+"""Reading audio of any format as mono float32 samples and writing 16-bit PCM WAVs. Sources are only read."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from utils.constants import XTTS_SAMPLE_RATE
+from utils.files import atomic_write
+
+
+class AudioError(Exception):
+    """The file is missing or cannot be decoded."""
+
+
+def read_mono(path: str | os.PathLike) -> tuple[np.ndarray, int, int]:
+    """Mono float32 samples at the file's own rate, and the channel count: soundfile first, FFmpeg
+    (through torchaudio) for formats libsndfile lacks."""
+    import soundfile as sf
+
+    try:
+        data, rate = sf.read(str(path), dtype="float32", always_2d=True)
+        return data.mean(axis=1), int(rate), data.shape[1]
+    except (sf.LibsndfileError, RuntimeError, TypeError):
+        pass
+    try:
+        import torchaudio
+
+        wav, rate = torchaudio.load(str(path))
+        return wav.mean(dim=0).numpy().astype(np.float32), int(rate), wav.shape[0]
+    except Exception as exc:  # noqa: BLE001 - any decoder failure is "cannot be decoded"
+        raise AudioError(f"cannot be decoded ({type(exc).__name__}: {str(exc)[:120]})") from exc
+
+
+def resample(wav: np.ndarray, rate: int, target_rate: int) -> np.ndarray:
+    """Resample float32 mono audio with torchaudio's sinc interpolation (no-op at the same rate)."""
+    if rate == target_rate:
+        return np.ascontiguousarray(wav, dtype=np.float32)
+    import torch
+    import torchaudio
+
+    tensor = torch.from_numpy(np.ascontiguousarray(wav, dtype=np.float32))
+    return torchaudio.functional.resample(tensor, rate, target_rate).numpy()
+
+
+def load_audio(path: str | os.PathLike, target_rate: int | None = XTTS_SAMPLE_RATE) -> tuple[np.ndarray, int]:
+    """Float32 mono samples of any format soundfile or FFmpeg reads, resampled to `target_rate`
+    (None keeps the file's rate). The file is only read."""
+    wav, rate, _ = read_mono(path)
+    if target_rate is None:
+        return np.ascontiguousarray(wav, dtype=np.float32), rate
+    return resample(wav, rate, target_rate), target_rate
+
+
+def write_wav(path: str | os.PathLike, wav: np.ndarray, rate: int, *, overwrite: bool = True) -> Path:
+    """Write mono float audio as 16-bit PCM WAV (clipped to [-1, 1]) through a temporary file.
+
+    With overwrite=False an existing file is refused (FileExistsError), so a user's recording is
+    never clobbered by accident.
+    """
+    import soundfile as sf
+
+    path = Path(path)
+    wav = np.clip(np.asarray(wav, dtype=np.float32), -1.0, 1.0)
+    if wav.ndim != 1:
+        raise ValueError(f"expected mono audio, got shape {wav.shape}")
+    if not overwrite and (path.exists() or path.is_symlink()):
+        raise FileExistsError(f"{path} already exists")
+    return atomic_write(path, lambda handle: sf.write(handle, wav, rate, subtype="PCM_16", format="WAV"))

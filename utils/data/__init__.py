@@ -1,0 +1,1 @@
+"""User datasets: reading metadata CSVs, checking every row, preparing a clean copy, zips, transcribing recordings."""

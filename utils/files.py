@@ -1,0 +1,134 @@
+"""Files that must never be half-written, and JSONL logs that another process follows.
+
+Every write that matters (checkpoints, run records, prepared data, exports) goes through
+`atomic_write`: a temporary file in the same folder, flushed and fsynced, then renamed over the
+target. A crash or a full disk leaves the previous file (or none), never a truncated one, and the
+temporary file is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+PathLike = str | os.PathLike
+
+
+def _fsync_folder(folder: Path) -> None:
+    # The rename itself is durable only once the folder's entry is on disk (POSIX).
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_output(path: PathLike, mode: str = "wb", encoding: str | None = None) -> Iterator[IO[Any]]:
+    """Open a temporary file beside `path`; on a clean exit it replaces `path`, on an error it is removed."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=encoding) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    _fsync_folder(target.parent)
+
+
+def atomic_write(path: PathLike, write: Callable[[IO[bytes]], Any]) -> Path:
+    """Call `write(binary_handle)` into a temporary file, then rename it over `path`."""
+    with atomic_output(path) as handle:
+        write(handle)
+    return Path(path)
+
+
+def write_bytes_atomic(path: PathLike, data: bytes) -> Path:
+    return atomic_write(path, lambda handle: handle.write(data))
+
+
+def write_text_atomic(path: PathLike, text: str) -> Path:
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: PathLike, data: Any, *, indent: int | None = 2) -> Path:
+    return write_text_atomic(path, json.dumps(data, indent=indent, ensure_ascii=False, default=str) + "\n")
+
+
+def save_torch_atomic(obj: Any, path: PathLike) -> Path:
+    """torch.save through a temporary file: a full disk never leaves a truncated checkpoint."""
+    import torch
+
+    return atomic_write(path, lambda handle: torch.save(obj, handle))
+
+
+def copy_file_atomic(source: PathLike, target: PathLike) -> Path:
+    import shutil
+
+    with open(source, "rb") as src:
+        return atomic_write(target, lambda handle: shutil.copyfileobj(src, handle, 1024 * 1024))
+
+
+def read_json(path: PathLike, default: Any = None) -> Any:
+    """A JSON file's content, or `default` when it is missing or unreadable."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return default
+
+
+# --- JSONL: one record per line, appended and flushed, read while it grows ----------------------------
+
+
+def append_jsonl(path: PathLike, record: dict[str, Any]) -> None:
+    """Append one record as a single line (one write call, so a reader never sees half a record)."""
+    line = json.dumps(record, allow_nan=False, ensure_ascii=False) + "\n"
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line)
+
+
+class JsonlFollower:
+    """Reads a growing JSONL file incrementally: only new complete lines at each call."""
+
+    def __init__(self, path: PathLike | None = None, keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None):
+        self.path = Path(path) if path is not None else None
+        self.keep = keep
+        self.offset = 0
+        self.records: list[dict[str, Any]] = []
+
+    def follow(self, path: PathLike | None = None) -> list[dict[str, Any]]:
+        """All complete records so far (a line being written right now is read next time)."""
+        if path is not None and Path(path) != self.path:
+            self.path, self.offset, self.records = Path(path), 0, []
+        if self.path is None or not self.path.is_file():
+            return self.records
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            for raw in handle:
+                if not raw.endswith(b"\n"):
+                    break
+                self.offset += len(raw)
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(record, dict):
+                    self.records.append(self.keep(record) if self.keep else record)
+        return self.records
+
+
+def read_jsonl(path: PathLike) -> list[dict[str, Any]]:
+    """All complete records of a JSONL file (a line being written right now is skipped)."""
+    return list(JsonlFollower(path).follow())

@@ -1,0 +1,148 @@
+"""Where the XTTS base model files live, checking them, and fetching them when a network allows."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from utils.constants import MODEL_FILES, PROJECT_ROOT
+from utils.model.tiny import ensure_tiny_model
+
+TINY = "tiny"
+HF_REPO = "coqui/XTTS-v2"
+# Tags of coqui/XTTS-v2 on the Hugging Face hub; "main" is the newest.
+KNOWN_VERSIONS = ("v2.0.0", "v2.0.1", "v2.0.2", "v2.0.3", "main")
+# These three are published on the main branch only, not under each version tag.
+_MAIN_ONLY = ("dvae.pth", "mel_stats.pth", "speakers_xtts.pth")
+
+
+class MissingBaseModelFiles(FileNotFoundError):
+    """Base model files are missing and could not be downloaded."""
+
+
+@dataclass(frozen=True)
+class BaseModel:
+    """Paths of one base model version's files."""
+
+    version: str
+    folder: Path
+
+    @property
+    def model(self) -> Path:
+        return self.folder / "model.pth"
+
+    @property
+    def config(self) -> Path:
+        return self.folder / "config.json"
+
+    @property
+    def vocab(self) -> Path:
+        return self.folder / "vocab.json"
+
+    @property
+    def dvae(self) -> Path:
+        return self.folder / "dvae.pth"
+
+    @property
+    def mel_stats(self) -> Path:
+        return self.folder / "mel_stats.pth"
+
+    @property
+    def speakers(self) -> Path:
+        return self.folder / "speakers_xtts.pth"
+
+
+def models_root(models_dir: str | os.PathLike | None = None) -> Path:
+    """The folder holding one sub-folder per base version: argument, $XTTS_MODELS_DIR, or ./models."""
+    if models_dir:
+        return Path(models_dir)
+    return Path(os.environ.get("XTTS_MODELS_DIR") or PROJECT_ROOT / "models")
+
+
+def available_versions(models_dir: str | os.PathLike | None = None) -> list[str]:
+    """Versions a user can pick: the tiny model, the published ones, and any complete local folder."""
+    root = models_root(models_dir)
+    local = sorted(p.name for p in root.glob("*") if p.is_dir() and not missing_files(p)) if root.is_dir() else []
+    return list(dict.fromkeys([TINY, *KNOWN_VERSIONS, *local]))
+
+
+def version_choices(models_dir: str | os.PathLike | None = None) -> list[tuple[str, str]]:
+    """(label, version) for a picker, saying which versions are on disk and which need a download."""
+    root = models_root(models_dir)
+    labels = []
+    for version in available_versions(models_dir):
+        if version == TINY:
+            state = "small random model, built in seconds"
+        else:
+            state = "installed" if not missing_files(root / version) else "not downloaded"
+        labels.append((f"{version} ({state})", version))
+    return labels
+
+
+def missing_files(folder: Path) -> list[str]:
+    return [name for name in MODEL_FILES if not (folder / name).is_file()]
+
+
+def check_version_name(version: str, models_dir: str | os.PathLike | None = None) -> None:
+    """Raise ValueError for a version that is neither published, tiny, nor an existing local folder."""
+    if not version or not isinstance(version, str):
+        raise ValueError("version is empty: use 'tiny' or one of " + ", ".join(KNOWN_VERSIONS) + ".")
+    if version in (TINY, *KNOWN_VERSIONS):
+        return
+    if (models_root(models_dir) / version).is_dir():
+        return
+    raise ValueError(
+        f"Unknown base model version {version!r}. Use 'tiny' (a small random model for trying things), "
+        f"one of {', '.join(KNOWN_VERSIONS)}, or the name of a folder under {models_root(models_dir)} "
+        f"holding {', '.join(MODEL_FILES)}."
+    )
+
+
+def _download(version: str, names: list[str], folder: Path) -> dict[str, str]:
+    """Fetch missing files from the hub (tqdm progress bars); returns the errors by file name."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return dict.fromkeys(names, "HF_HUB_OFFLINE is set")
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError as exc:  # pragma: no cover - a dependency of coqui-tts
+        return dict.fromkeys(names, str(exc))
+    errors: dict[str, str] = {}
+    for name in names:
+        revision = "main" if name in _MAIN_ONLY else version
+        try:
+            print(f"Downloading {name} ({HF_REPO}@{revision}) to {folder} ...", flush=True)
+            hf_hub_download(HF_REPO, name, revision=revision, local_dir=str(folder))
+        except Exception as exc:  # noqa: BLE001 - any failure means "not there": reported below
+            errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return errors
+
+
+def ensure_base_model(
+    version: str, models_dir: str | os.PathLike | None = None, *, download: bool = True
+) -> BaseModel:
+    """Return the base model's paths, building `tiny` or downloading missing files first.
+
+    Raises MissingBaseModelFiles, naming every missing file and the folder to put it in, when files
+    are missing and cannot be downloaded.
+    """
+    check_version_name(version, models_dir)
+    folder = models_root(models_dir) / version
+    if version == TINY:
+        return BaseModel(version, ensure_tiny_model(folder))
+    missing = missing_files(folder)
+    errors: dict[str, str] = {}
+    if missing and download and version in KNOWN_VERSIONS:
+        folder.mkdir(parents=True, exist_ok=True)
+        errors = _download(version, missing, folder)
+        missing = missing_files(folder)
+    if missing:
+        lines = [f"  - {name}" + (f" (download failed: {errors[name]})" if name in errors else "") for name in missing]
+        raise MissingBaseModelFiles(
+            f"Base model {version!r} is incomplete: {len(missing)} file(s) missing from {folder}:\n"
+            + "\n".join(lines)
+            + f"\nPut them in {folder} (from https://huggingface.co/{HF_REPO}, tag {version}; dvae.pth, "
+            "mel_stats.pth and speakers_xtts.pth are on main), or use version='tiny' to try the tool "
+            "without them."
+        )
+    return BaseModel(version, folder)

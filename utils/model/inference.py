@@ -1,0 +1,136 @@
+"""Speak with a fine-tuned voice: load a run's `ready/` folder into coqui's Xtts and synthesize.
+
+The text goes through the run's stored front end (e.g. Amharic normalisation and G2P) exactly as
+in training, so callers pass ordinary text.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from utils.model.base_models import models_root
+from utils.model.checkpoints import loadable_checkpoint
+from utils.model.ready import READY_DIR, REFERENCE_WAV, read_finetune_info
+from utils.text.frontend import TextFrontEnd
+
+_lock = threading.Lock()  # one synthesis at a time per process: the model is shared
+
+
+@dataclass
+class LoadedVoice:
+    model: Any
+    ready_dir: Path
+    frontend: TextFrontEnd
+    sample_rate: int
+    info: dict[str, Any]
+
+
+def find_ready_dir(path: str | os.PathLike) -> Path:
+    """A `ready/` folder from itself, its run folder, or a model.pth inside it."""
+    path = Path(path).expanduser()
+    if path.is_file():
+        path = path.parent
+    if (path / READY_DIR / "model.pth").is_file():
+        path = path / READY_DIR
+    missing = [name for name in ("model.pth", "config.json", "vocab.json") if not (path / name).is_file()]
+    if missing:
+        raise ValueError(f"{path} is not a ready model folder: missing {', '.join(missing)}. Pick a run whose "
+                         "training finished or was stopped (its ready/ folder), or export one first.")  # fmt: skip
+    return path
+
+
+def _device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@functools.lru_cache(maxsize=1)
+def _load(ready_dir: str, stamp: float, device: str) -> LoadedVoice:
+    from TTS.tts.configs.xtts_config import XttsConfig
+    from TTS.tts.models.xtts import Xtts
+
+    from utils.text.tokenizer import tokenizer_for
+
+    folder = Path(ready_dir)
+    config = XttsConfig()
+    config.load_json(str(folder / "config.json"))
+    model = Xtts(config)
+    # An old-format model.pth would be rewritten in place by coqui; load a converted copy instead.
+    checkpoint = loadable_checkpoint(folder / "model.pth", models_root() / ".converted")
+    model.load_checkpoint(config, checkpoint_dir=str(folder), checkpoint_path=str(checkpoint), eval=True,
+                          use_deepspeed=False)  # fmt: skip
+    info = read_finetune_info(folder)
+    frontend = TextFrontEnd.from_dict(info.get("text_frontend"), info.get("language", "en"))
+    model.tokenizer = tokenizer_for(folder / "vocab.json", frontend.language)
+    model.to(device)
+    return LoadedVoice(model, folder, frontend, int(config.model_args.output_sample_rate), info)
+
+
+def unload_voice() -> None:
+    """Free the loaded model (the web app does this before training, to leave the GPU to it)."""
+    _load.cache_clear()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def load_voice(path: str | os.PathLike) -> LoadedVoice:
+    """Load (or reuse the already loaded) fine-tuned model of a run or ready folder."""
+    folder = find_ready_dir(path)
+    return _load(str(folder.resolve()), (folder / "model.pth").stat().st_mtime, _device())
+
+
+def synthesize(
+    model_path: str | os.PathLike,
+    text: str,
+    *,
+    language: str | None = None,
+    reference_wav: str | os.PathLike | None = None,
+    temperature: float = 0.75,
+    length_penalty: float = 1.0,
+    repetition_penalty: float = 5.0,
+    top_k: int = 50,
+    top_p: float = 0.85,
+    speed: float = 1.0,
+    max_audio_tokens: int | None = None,
+    output_wav: str | os.PathLike | None = None,
+) -> tuple[int, np.ndarray]:
+    """Synthesize `text` with a run's voice; returns (sample_rate, float32 samples) and writes
+    `output_wav` when given. `max_audio_tokens` caps the length (~21.5 tokens per second of speech)."""
+    if not text or not text.strip():
+        raise ValueError("Text is empty: type what the voice should say.")
+    voice = load_voice(model_path)
+    reference = Path(reference_wav) if reference_wav else voice.ready_dir / REFERENCE_WAV
+    if not reference.is_file():
+        raise ValueError(f"Reference audio not found: {reference}.")
+    language = voice.frontend.language if not language else language
+    frontend = TextFrontEnd(language, voice.frontend.amharic_g2p and language == voice.frontend.language)
+    prepared = frontend.apply(text.strip())
+    model = voice.model
+    with _lock, torch.inference_mode():
+        latent, speaker = model.get_conditioning_latents(audio_path=[str(reference)], max_ref_length=30,
+                                                         gpt_cond_len=30, gpt_cond_chunk_len=4)  # fmt: skip
+        limit = model.gpt.max_gen_mel_tokens
+        if max_audio_tokens:
+            model.gpt.max_gen_mel_tokens = max(2, min(limit, int(max_audio_tokens)))
+        try:
+            out = model.inference(
+                prepared, frontend.language, latent, speaker, temperature=temperature, length_penalty=length_penalty,
+                repetition_penalty=repetition_penalty, top_k=int(top_k), top_p=top_p, speed=speed,
+                enable_text_splitting=False,
+            )  # fmt: skip
+        finally:
+            model.gpt.max_gen_mel_tokens = limit
+    wav = np.asarray(out["wav"], dtype=np.float32).reshape(-1)
+    if output_wav:
+        import soundfile as sf
+
+        Path(output_wav).parent.mkdir(parents=True, exist_ok=True)
+        sf.write(str(output_wav), wav, voice.sample_rate)
+    return voice.sample_rate, wav

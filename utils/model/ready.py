@@ -1,0 +1,148 @@
+"""The `ready/` folder of a run: what inference needs and nothing else.
+
+`ready/model.pth` is the fine-tuned XTTS without optimizer state or DVAE weights, beside
+`config.json`, `vocab.json`, `speakers_xtts.pth` (where the base model has one), a reference wav
+and `finetune.json` (base version, language, text front end) so inference applies the same text
+processing as training.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import shutil
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from utils.audio.io import AudioError, load_audio, write_wav
+from utils.constants import XTTS_SAMPLE_RATE
+
+READY_DIR = "ready"
+FINETUNE_FILE = "finetune.json"
+REFERENCE_WAV = "reference.wav"
+# Keys of coqui's GPTTrainer that inference never reads.
+_TRAINING_ONLY = ("dvae.", "torch_mel_spectrogram_style_encoder.", "torch_mel_spectrogram_dvae.")
+
+
+def load_checkpoint_state(path: str | os.PathLike) -> dict[str, Any]:
+    """A checkpoint written by our runs (or coqui's trainer), loaded as plain tensors only."""
+    return torch.load(str(path), map_location="cpu", weights_only=True)
+
+
+def slim_state_dict(checkpoint: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The Xtts weights of a training checkpoint, keys as `Xtts.load_state_dict` expects them."""
+    model_state = checkpoint.get("model", checkpoint)
+    slim = {}
+    for key, tensor in model_state.items():
+        if key.startswith(_TRAINING_ONLY):
+            continue
+        key = key.removeprefix("xtts.")
+        if key.startswith("gpt.gpt_inference."):
+            continue  # rebuilt from the GPT weights by init_gpt_for_inference
+        slim[key] = tensor
+    return slim
+
+
+def _reference_candidates(rows: Iterable[tuple[str, float]], count: int) -> list[tuple[str, float]]:
+    """The `count` longest clips of 3-11 s (the range XTTS clones from best), or the longest clips
+    when none is in range; one pass, keeping only `count` of each (datasets can be huge)."""
+    in_range: list[tuple[float, str]] = []
+    longest: list[tuple[float, str]] = []
+    for path, duration in rows:
+        for heap, wanted in ((in_range, 3.0 <= duration <= 11.0), (longest, True)):
+            if wanted:
+                (heapq.heappush if len(heap) < count else heapq.heappushpop)(heap, (duration, path))
+    chosen = in_range or longest
+    return [(path, duration) for duration, path in sorted(chosen, reverse=True)]
+
+
+def write_reference_wav(rows: Iterable[tuple[str, float]], target: Path, max_candidates: int = 12) -> dict[str, Any]:
+    """Write a clean reference clip from the training data to `target` (22.05 kHz mono).
+
+    Among the longest clips of 3-11 s, the loudest one that is not clipped is copied. When every
+    clip is shorter than 3 s, the loudest clips are joined (0.25 s apart) up to about 6 s.
+    Returns what was used, for the run's records.
+    """
+    scored = []
+    for audio_path, duration in _reference_candidates(rows, max_candidates):
+        try:
+            wav, _ = load_audio(audio_path)
+        except AudioError:
+            continue  # moved or unreadable since validation: another clip will do
+        peak = float(np.abs(wav).max()) if wav.size else 0.0
+        rms = float(np.sqrt(np.mean(np.square(wav)))) if wav.size else 0.0
+        scored.append((peak < 0.999, rms, audio_path, duration, wav))
+    if not scored:
+        raise ValueError("No usable clip to take a reference voice from.")
+    scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
+    if scored[0][3] >= 3.0:
+        chosen = [scored[0]]
+    else:
+        chosen, total = [], 0.0
+        for item in scored:
+            chosen.append(item)
+            total += item[3] + 0.25
+            if total >= 6.0:
+                break
+    gap = np.zeros(int(0.25 * XTTS_SAMPLE_RATE), dtype=np.float32)
+    pieces = [part for item in chosen for part in (item[4].astype(np.float32), gap)][:-1]
+    write_wav(target, np.concatenate(pieces), XTTS_SAMPLE_RATE)
+    return {"sources": [item[2] for item in chosen], "seconds": round(sum(i[3] for i in chosen), 2)}
+
+
+def export_ready(
+    run_dir: str | os.PathLike,
+    checkpoint_path: str | os.PathLike,
+    *,
+    config: dict[str, Any],
+    vocab_path: str | os.PathLike,
+    speakers_path: str | os.PathLike | None,
+    reference_wav: str | os.PathLike,
+    finetune_info: dict[str, Any],
+) -> Path:
+    """(Re)write `run_dir/ready/` from a checkpoint; returns the folder."""
+    ready = Path(run_dir) / READY_DIR
+    staging = Path(run_dir) / (READY_DIR + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    state = slim_state_dict(load_checkpoint_state(checkpoint_path))
+    torch.save({"model": state}, staging / "model.pth")
+    (staging / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    shutil.copyfile(vocab_path, staging / "vocab.json")
+    if speakers_path and Path(speakers_path).is_file():
+        shutil.copyfile(speakers_path, staging / "speakers_xtts.pth")
+    shutil.copyfile(reference_wav, staging / REFERENCE_WAV)
+    info = {**finetune_info, "checkpoint": str(checkpoint_path)}
+    (staging / FINETUNE_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
+    # Swap in whole: the old folder is moved aside first, so a crash leaves one complete folder.
+    previous = Path(run_dir) / (READY_DIR + ".old")
+    shutil.rmtree(previous, ignore_errors=True)
+    if ready.exists():
+        os.replace(ready, previous)
+    os.replace(staging, ready)
+    shutil.rmtree(previous, ignore_errors=True)
+    return ready
+
+
+def read_finetune_info(ready_dir: str | os.PathLike) -> dict[str, Any]:
+    path = Path(ready_dir) / FINETUNE_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def zip_ready(ready_dir: str | os.PathLike, target: str | os.PathLike) -> Path:
+    """Zip a ready folder (model, config, vocab, speakers, reference wav, finetune.json)."""
+    ready_dir, target = Path(ready_dir), Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".zip.part")
+    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_STORED) as archive:
+        for file in sorted(ready_dir.iterdir()):
+            if file.is_file():
+                archive.write(file, arcname=f"{ready_dir.parent.name}/{file.name}")
+    os.replace(partial, target)
+    return target

@@ -1,0 +1,218 @@
+"""Every option of a fine-tuning run, declared once: type, default, bounds, help and where the web form shows it.
+
+`TrainArguments` is checked when it is built, so an invalid one cannot exist. The notebook
+(`train_gpt` builds it from its keywords), the CLI (flags and `--help` come from the fields), the web
+form and its `/start_training` endpoint (components come from `ui`), and the "copy as code" snippet
+all derive from these fields: adding an option is one field here plus the code that uses it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
+from utils.device.precision import PRECISIONS
+
+# The longest clip a run may ask for before the base model's own limit is known: 30 s.
+MAX_AUDIO_LENGTH_CEILING = 30 * XTTS_SAMPLE_RATE
+RUN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
+
+# Web form groups, in the order the Fine-tune tab shows them.
+DATA, MODEL, SCHEDULE, SPEED, ADVANCED = "data", "model", "schedule", "optimizations", "advanced"
+
+
+@dataclass(frozen=True)
+class UI:
+    """Where and how the web form shows an option. `name` is the component id and the API parameter."""
+
+    label: str
+    group: str
+    widget: str = ""  # number | slider | checkbox | radio | dropdown | textbox; empty: from the type
+    name: str = ""  # defaults to the field name
+    scale: float = 1.0  # the form shows value / scale (samples shown as seconds)
+    step: float | None = None
+    info: str = ""
+
+
+@dataclass(frozen=True)
+class Option:
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] | None = None
+    ui: UI | None = None
+
+
+def option(default: Any, help: str, **spec: Any) -> Any:
+    return field(default=default, metadata={"option": Option(help, **spec)})
+
+
+@dataclass(frozen=True)
+class TrainArguments:
+    # The first fourteen, in this order, are train_gpt's positional parameters.
+    custom_model: str = option("", "Path of a fine-tuned model.pth to start from; empty starts from the base model.",
+                               ui=UI("Custom model.pth (optional)", MODEL, info="start from a fine-tuned model"))
+    version: str = option("v2.0.2", "Base model version under models/ (downloaded when missing); 'tiny' builds a small "
+                          "random XTTS locally for tests, demos and CPU.", ui=UI("Base model", MODEL, "dropdown"))
+    language: str = option("en", "Language code of the dataset (ISO 639: en, es, amh, ...). A language XTTS does not "
+                           "know gets its own token and vocabulary.", ui=UI("Language", DATA, "dropdown"))
+    num_epochs: int = option(10, "Passes over the training rows.", minimum=1, maximum=10_000,
+                             ui=UI("Epochs", SCHEDULE))
+    batch_size: int = option(8, "Clips per training step.", minimum=1, maximum=512, ui=UI("Batch size", SCHEDULE))
+    grad_acumm: int = option(2, "Gradient accumulation: steps per optimizer update (effective batch = batch_size x "
+                             "grad_acumm).", minimum=1, maximum=1024, ui=UI("Gradient accumulation", SCHEDULE))
+    train_csv: str = option("", "Training metadata CSV: audio_file|text|speaker_name (also comma/tab separated, or "
+                            "LJSpeech).", ui=UI("Train CSV", DATA))
+    eval_csv: str = option("", "Evaluation CSV; empty holds out 15% of the usable training rows.",
+                           ui=UI("Eval CSV (optional)", DATA))
+    output_path: str = option("./output", "Folder where run folders are created.")
+    max_audio_length: int = option(
+        MAX_AUDIO_LENGTH, f"Longest clip in samples at {XTTS_SAMPLE_RATE} Hz ({MAX_AUDIO_LENGTH} = "
+        f"{MAX_AUDIO_LENGTH / XTTS_SAMPLE_RATE:.1f} s, what XTTS was trained with).", minimum=XTTS_SAMPLE_RATE,
+        maximum=MAX_AUDIO_LENGTH_CEILING,
+        ui=UI("Longest clip (seconds)", SCHEDULE, "slider", name="max_seconds", scale=XTTS_SAMPLE_RATE, step=0.1))
+    enable_grad_checkpoint: bool = option(
+        True, "Gradient checkpointing: recompute GPT activations in backward to save GPU memory.",
+        ui=UI("Gradient checkpointing", SPEED, info="less GPU memory, ~30% more compute"))
+    enable_sdpa: bool = option(True, "Fused scaled-dot-product attention in the GPT (eager attention when off).",
+                               ui=UI("SDPA attention", SPEED, info="fused attention kernels"))
+    enable_mixed_precision: bool = option(
+        True, "Mixed precision: BF16 on Ampere and newer, FP16 with a GradScaler on Volta/Turing, FP32 otherwise.",
+        ui=UI("Mixed precision", SPEED, info="BF16 on Ampere+, FP16 on Volta/Turing"))
+    use_amharic_g2p: bool = option(
+        False, "Amharic: convert text to IPA phonemes (rule-based G2P) in training and, automatically, inference.",
+        ui=UI("Amharic G2P", DATA, info="language amh: train (and speak) on IPA phonemes"))
+    # Keyword-only extras.
+    learning_rate: float = option(5e-6, "AdamW learning rate (XTTS fine-tuning uses ~5e-6).", minimum=0.0,
+                                  maximum=1e-2, ui=UI("Learning rate", SCHEDULE))
+    lr_milestones: tuple[float, ...] = option(
+        (0.5, 0.75), "Fractions of the run's optimizer steps at which the learning rate halves.", minimum=0.0,
+        maximum=1.0)
+    grad_clip: float = option(1.0, "Gradient norm clipping threshold (0 turns it off).", minimum=0.0, maximum=1000.0,
+                              ui=UI("Gradient clipping", ADVANCED))
+    weight_decay: float = option(1e-2, "AdamW weight decay (weights only, not norms/biases).", minimum=0.0,
+                                 maximum=1.0, ui=UI("Weight decay", ADVANCED))
+    save_step: int = option(1000, "Save a checkpoint every this many steps.", minimum=1, maximum=10_000_000,
+                            ui=UI("Checkpoint every N steps", ADVANCED))
+    save_n_checkpoints: int = option(2, "Periodic checkpoints kept (the best model is kept apart).", minimum=1,
+                                     maximum=100, ui=UI("Checkpoints kept", ADVANCED))
+    precision: str = option("auto", "auto | bf16 | fp16 | fp32. auto picks by GPU; a request the GPU cannot honour "
+                            "falls back, with a reason.", choices=PRECISIONS, ui=UI("Precision", SPEED, "radio"))
+    resume_from: str = option("", "A run folder (or a checkpoint in it) to continue: step, optimizer and scheduler "
+                              "are restored.", ui=UI("Resume run", ADVANCED, "dropdown",
+                                                     info="continue a stopped run: its own settings are restored"))
+    num_workers: int = option(-1, "Data loader worker processes; -1 picks 0 on CPU and up to 4 with a GPU.",
+                              minimum=-1, maximum=64)
+    seed: int = option(1, "Seed for shuffling, the eval split and the trainer.", minimum=0, maximum=2**31 - 1,
+                       ui=UI("Seed", ADVANCED))
+    run_name: str = option("", "Name prefix of the run folder (letters, digits, '-', '_', '.'); empty uses language "
+                           "and version.", ui=UI("Run name", ADVANCED))
+    models_dir: str = option("", "Folder of base models; empty uses ./models (or $XTTS_MODELS_DIR).")
+    min_usable_rows: int = option(2, "Refuse a dataset with fewer usable rows than this.", minimum=2,
+                                  maximum=10_000_000)
+    vocab_new_tokens: int = option(2000, "New language only: BPE tokens to learn from the dataset's text (capped by "
+                                   "what the text supports).", minimum=0, maximum=50_000)
+    print_step: int = option(10, "Print the trainer's progress every this many steps.", minimum=1, maximum=1_000_000)
+
+    def __post_init__(self) -> None:
+        for spec in fields(self):
+            object.__setattr__(self, spec.name, _checked(spec.name, getattr(self, spec.name), spec.default,
+                                                         spec.metadata["option"]))  # fmt: skip
+        self._check_together()
+
+    def _check_together(self) -> None:
+        from utils.text.frontend import TextFrontEnd
+
+        if not self.language.strip():
+            raise ValueError("language is empty: give the dataset's language code, e.g. 'en'.")
+        TextFrontEnd(self.language, self.use_amharic_g2p)  # G2P needs Amharic
+        if self.custom_model and not Path(self.custom_model).expanduser().is_file():
+            raise ValueError(f"custom_model not found: {self.custom_model}. Give the path of a model.pth, or '' "
+                             "to start from the base model.")  # fmt: skip
+        if self.resume_from and not Path(self.resume_from).expanduser().exists():
+            raise ValueError(f"resume_from not found: {self.resume_from}. Give a run folder from {self.output_path}.")
+        if self.run_name and (not RUN_NAME_PATTERN.fullmatch(self.run_name) or ".." in self.run_name):
+            raise ValueError(f"run_name {self.run_name[:100]!r} is not a name: use up to 80 letters, digits, '-', '_' "
+                             "and '.', starting with a letter or digit (it names a folder, not a path).")  # fmt: skip
+
+    @classmethod
+    def positional_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)][:14]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["lr_milestones"] = list(self.lr_milestones)
+        return data
+
+    def replace(self, **changes: Any) -> TrainArguments:
+        return TrainArguments(**{**self.to_dict(), **changes})
+
+    def validate(self) -> None:
+        """Kept for callers of the earlier API: a built TrainArguments is already valid."""
+
+
+def option_of(name: str) -> Option:
+    return TrainArguments.__dataclass_fields__[name].metadata["option"]
+
+
+def argument_defaults() -> dict[str, Any]:
+    return {f.name: (f.default if f.default is not MISSING else None) for f in fields(TrainArguments)}
+
+
+def _checked(name: str, value: Any, default: Any, spec: Option) -> Any:
+    """The value as its field's type (an integral float is an int), or a ValueError saying what is wrong."""
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be True or False; got {value!r}.")
+        return value
+    if isinstance(default, int):
+        return _bounded(name, _whole(name, value), spec)
+    if isinstance(default, float):
+        return _bounded(name, _number(name, value), spec)
+    if isinstance(default, tuple):
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise ValueError(f"{name} must be a list of numbers; got {value!r}.")
+        items = tuple(_number(name, v) for v in value)
+        if any(not spec.minimum < v < spec.maximum for v in items):
+            raise ValueError(f"{name} are fractions of the run between 0 and 1; got {list(items)}.")
+        return items
+    if value is None and default == "":
+        value = ""  # "no file" written the Python way
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be text; got {value!r}.")
+    if spec.choices is not None and value not in spec.choices:
+        raise ValueError(f"{name} must be one of {', '.join(spec.choices)}; got {value!r}.")
+    return value
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a number; got {value!r}.")
+    return float(value)
+
+
+def _whole(name: str, value: Any) -> int:
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a whole number; got {value!r}.")
+    return value
+
+
+def _bounded(name: str, value: Any, spec: Option) -> Any:
+    low, high = spec.minimum, spec.maximum
+    shown = f"{value:.3g}" if isinstance(value, float) else str(value)[:30]
+    kind = "a whole number" if isinstance(value, int) else "a number"
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be {kind} of at least {low:g}; got {shown}." if kind != "a number"
+                         else f"{name} must be a number >= {low:g}; got {shown}.")  # fmt: skip
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be at most {high:g}; got {shown}.")
+    return value

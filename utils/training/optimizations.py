@@ -1,0 +1,167 @@
+"""The training optimizations of the XTTS GPT, switched on for real: one `configure_*` per optimization.
+
+`TrainingOptimizer.apply(model, config)` sets gradient checkpointing, the attention implementation
+(SDPA or eager), mixed precision and the cuDNN/TF32 flags on coqui's `GPTTrainer` and
+`GPTTrainerConfig`, and returns a report of what it applied and why it skipped anything.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from utils.device.gpu import GPUInfo, detect_gpu
+from utils.device.precision import PrecisionChoice, choose_precision
+from utils.files import write_json_atomic
+
+GRAD_CHECKPOINTING = "gradient checkpointing"
+SDPA = "SDPA attention"
+MIXED_PRECISION = "mixed precision"
+TF32 = "TF32 matmuls"
+CUDNN_BENCHMARK = "cuDNN benchmark"
+
+
+@dataclass
+class OptimizationReport:
+    """What `TrainingOptimizer.apply` (or `.plan`) did: applied items with details, skipped ones with reasons."""
+
+    device: dict[str, Any]
+    precision: dict[str, Any]
+    applied: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+    def add(self, name: str, detail: str) -> None:
+        self.applied.append({"name": name, "detail": detail})
+
+    def skip(self, name: str, reason: str) -> None:
+        self.skipped.append({"name": name, "reason": reason})
+
+    def is_applied(self, name: str) -> bool:
+        return any(item["name"] == name for item in self.applied)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "precision": self.precision, "applied": self.applied, "skipped": self.skipped}
+
+    def save(self, path: Any) -> Any:
+        return write_json_atomic(path, self.to_dict())
+
+    def to_markdown(self) -> str:
+        lines = [f"**Device:** {self.device.get('summary', '')}", ""]
+        lines += [f"- **{item['name']}**: on. {item['detail']}" for item in self.applied]
+        lines += [f"- **{item['name']}**: off. {item['reason']}" for item in self.skipped]
+        return "\n".join(lines)
+
+
+def gpt_transformer(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers GPT2Model inside coqui's GPTTrainer, an Xtts, or the XTTS GPT wrapper."""
+    found = getattr(model, "xtts", model)
+    while not hasattr(found, "h"):  # GPTTrainer.xtts -> Xtts.gpt (coqui GPT) -> GPT.gpt (GPT2Model)
+        found = found.gpt
+    return found
+
+
+def set_gradient_checkpointing(gpt2: torch.nn.Module, enable: bool) -> int:
+    """Turn recompute-in-backward on or off for every GPT2 block; returns how many blocks are on.
+
+    `gradient_checkpointing_enable()` cannot be used: after setting the flags it asks for the input
+    embeddings, and XTTS deletes `wte` from its GPT2Model, so it raises AttributeError. The private
+    setter it calls does the real work, with the non-reentrant checkpoint that needs no input grads.
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    func = functools.partial(checkpoint, use_reentrant=False)
+    gpt2._set_gradient_checkpointing(enable=enable, gradient_checkpointing_func=func)
+    return sum(bool(getattr(block, "gradient_checkpointing", False)) for block in gpt2.h)
+
+
+def configure_gradient_checkpointing(gpt2: torch.nn.Module, enable: bool) -> None:
+    blocks_on = set_gradient_checkpointing(gpt2, enable)
+    if enable and blocks_on != len(gpt2.h):
+        raise RuntimeError(f"Gradient checkpointing is on for {blocks_on} of {len(gpt2.h)} GPT blocks.")
+    # A KV cache is never read in training; building one per step only costs memory.
+    gpt2.config.use_cache = False
+
+
+def configure_attention(gpt2: torch.nn.Module, enable_sdpa: bool) -> None:
+    wanted = "sdpa" if enable_sdpa else "eager"
+    gpt2.set_attn_implementation(wanted)
+    if gpt2.config._attn_implementation != wanted:
+        raise RuntimeError(f"GPT attention is {gpt2.config._attn_implementation!r}, expected {wanted!r}.")
+
+
+def configure_mixed_precision(config: Any, choice: PrecisionChoice) -> None:
+    # coqui's trainer builds autocast and the GradScaler from these two fields.
+    config.mixed_precision = choice.mixed_precision
+    config.precision = choice.precision if choice.mixed_precision else "fp32"
+
+
+def configure_tensor_cores(config: Any, enable: bool) -> None:
+    # The coqui trainer sets the torch flags from its config when it starts; the run restores them after.
+    config.allow_tf32 = enable
+    config.cudnn_benchmark = enable
+
+
+class TrainingOptimizer:
+    """Applies the three training optimizations (and the GPU flags they need) to a coqui GPTTrainer."""
+
+    def __init__(
+        self,
+        enable_grad_checkpoint: bool = True,
+        enable_sdpa: bool = True,
+        enable_mixed_precision: bool = True,
+        precision: str = "auto",
+        gpu: GPUInfo | None = None,
+    ) -> None:
+        choose_precision(None, precision)  # validates the name
+        self.enable_grad_checkpoint = enable_grad_checkpoint
+        self.enable_sdpa = enable_sdpa
+        self.enable_mixed_precision = enable_mixed_precision
+        self.precision = precision
+        self.gpu = gpu if gpu is not None else detect_gpu()
+
+    def precision_choice(self) -> PrecisionChoice:
+        if not self.enable_mixed_precision:
+            return PrecisionChoice(self.precision, "fp32", False, False, "Mixed precision is off: FP32.")
+        return choose_precision(self.gpu.capability if self.gpu.available else None, self.precision)
+
+    def plan(self) -> OptimizationReport:
+        """What `apply` will do on this machine, without a model (shown in the UI before Start)."""
+        choice = self.precision_choice()
+        report = OptimizationReport(device={**self.gpu.to_dict(), "summary": self.gpu.summary()}, precision=asdict(choice))
+        if self.enable_grad_checkpoint:
+            report.add(GRAD_CHECKPOINTING, "every GPT block recomputes its activations in backward")
+        else:
+            report.skip(GRAD_CHECKPOINTING, "turned off by the user")
+        if self.enable_sdpa:
+            report.add(SDPA, "GPT attention uses torch scaled_dot_product_attention (fused kernels)")
+        else:
+            report.skip(SDPA, "turned off by the user: eager attention (the baseline)")
+        if choice.mixed_precision:
+            scaler = " with a GradScaler" if choice.grad_scaler else ""
+            report.add(MIXED_PRECISION, f"{choice.precision.upper()} autocast{scaler}. {choice.reason}")
+        elif self.enable_mixed_precision:
+            report.skip(MIXED_PRECISION, choice.reason)
+        else:
+            report.skip(MIXED_PRECISION, "turned off by the user: FP32")
+        for name, detail in (
+            (TF32, "FP32 matmuls and convolutions use TF32 tensor cores"),
+            (CUDNN_BENCHMARK, "cuDNN picks the fastest convolution kernels"),
+        ):
+            if self.gpu.ampere_or_newer:
+                report.add(name, detail)
+            else:
+                report.skip(name, "needs an Ampere or newer GPU" if self.gpu.available else "no CUDA GPU")
+        return report
+
+    def apply(self, model: torch.nn.Module, config: Any) -> OptimizationReport:
+        """Apply the plan to a coqui `GPTTrainer` and its `GPTTrainerConfig`; return what was applied."""
+        report = self.plan()
+        gpt2 = gpt_transformer(model)
+        configure_gradient_checkpointing(gpt2, self.enable_grad_checkpoint)
+        configure_attention(gpt2, self.enable_sdpa)
+        configure_mixed_precision(config, self.precision_choice())
+        configure_tensor_cores(config, report.is_applied(TF32))
+        return report

@@ -1,0 +1,297 @@
+"""One call of `train_gpt`, step by step: check everything, create the run folder, train, export `ready/`.
+
+Order of work: cheap argument checks (in TrainArguments), dataset validation and the base model (all
+before any folder or model exists), then the run folder and its record, the model and coqui's
+training loop, and the `ready/` export. From the moment the folder exists, every ending is recorded
+in run.json and metrics.jsonl: finished, stopped, interrupted or failed with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import math
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import torch
+
+from utils.data.validation import DatasetReport, validate_dataset
+from utils.device.gpu import detect_gpu
+from utils.device.memory import format_memory_stats
+from utils.files import atomic_output, write_json_atomic
+from utils.model.base_models import BaseModel, ensure_base_model
+from utils.model.ready import REFERENCE_WAV, export_ready, write_reference_wav
+from utils.text.frontend import TextFrontEnd
+from utils.text.languages import canonical_language
+from utils.training.arguments import TrainArguments
+from utils.training.metrics import MetricsLogger
+from utils.training.run_record import (
+    DATASET_REPORT_FILE,
+    DROPPED_ROWS_FILE,
+    METRICS_FILE,
+    OPTIMIZATIONS_FILE,
+    TRAINER_CONFIG_FILE,
+    RunStatus,
+    create_run_dir,
+    library_versions,
+    now_iso,
+    process_identity,
+    read_run,
+    update_run,
+    write_run,
+)
+from utils.training.setup import TrainingSetup, build_training_setup
+from utils.training.text_checks import text_check_options
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """The files of a finished (or stopped) run; `train_gpt` returns them as its six paths."""
+
+    run_dir: Path
+    ready_dir: Path
+    checkpoint: Path
+
+
+class StopFlag:
+    """Adapts the ways a caller can ask for a stop: an Event-like object or a callable."""
+
+    def __init__(self, stop: Any) -> None:
+        self.stop = stop
+
+    def __call__(self) -> bool:
+        if self.stop is None:
+            return False
+        if hasattr(self.stop, "is_set"):
+            return bool(self.stop.is_set())
+        return bool(self.stop())
+
+
+class TrainingRun:
+    """One fine-tuning run: `execute()` trains and returns where the voice is."""
+
+    def __init__(self, args: TrainArguments, progress: ProgressCallback | None = None, should_stop: Any = None) -> None:
+        self.args = args
+        self.progress = progress
+        self.should_stop = StopFlag(should_stop)
+        self.language = canonical_language(args.language)
+        self.frontend = TextFrontEnd(self.language, args.use_amharic_g2p)
+        self.resume_dir = resume_dir(args.resume_from) if args.resume_from else None
+        self.run_dir: Path | None = None
+        self.metrics: MetricsLogger | None = None
+        self.setup: TrainingSetup | None = None
+
+    # --- before any folder or model exists ------------------------------------------------------------
+    def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
+        models_dir = self.args.models_dir or None
+        options = text_check_options(self.args.version, self.language, self.args.use_amharic_g2p,
+                                     self.args.custom_model, models_dir)  # fmt: skip
+        report = validate_dataset(self.args.train_csv, self.args.eval_csv or None, self.language,
+                                  self.args.max_audio_length, seed=self.args.seed, **options)  # fmt: skip
+        raise_if_unusable(report, self.args.min_usable_rows)
+        # A real base model may need a download: that waits until the dataset is known to be usable.
+        return ensure_base_model(self.args.version, models_dir), report
+
+    def execute(self) -> RunOutput:
+        base, report = self.check_inputs()
+        steps_per_epoch = max(1, math.ceil(report.train_count / self.args.batch_size))
+        self.run_dir = self.resume_dir or create_run_dir(self.args.output_path, self.args.run_name or
+                                                         f"{self.language}-{base.version}")  # fmt: skip
+        self.metrics = MetricsLogger(self.run_dir / METRICS_FILE, batch_size=self.args.batch_size,
+                                     steps_per_epoch=steps_per_epoch,
+                                     total_steps=self.args.num_epochs * steps_per_epoch, on_event=self.progress)  # fmt: skip
+        self._write_record(base, report)
+        with torch_settings_restored(), self._recording_failures():
+            self.setup = build_training_setup(self.args, base, report, self.frontend, self.run_dir, self.metrics,
+                                              resume=self.resume_dir is not None, should_stop=self.should_stop)  # fmt: skip
+            self._write_run_files(report)
+            # Taken now, while the dataset is as validated: the user's files may move during a long run.
+            update_run(self.run_dir, reference=write_reference_wav(self.setup.train_durations, self.run_dir / REFERENCE_WAV))
+            self._set_status(RunStatus.RUNNING, step=self.setup.trainer.total_steps_done,
+                             total_steps=self.metrics.total_steps)  # fmt: skip
+            print(f"\nRun folder: {self.run_dir}\n{self.setup.report.to_markdown()}\n{format_memory_stats()}\n",
+                  flush=True)  # fmt: skip
+            try:
+                self.setup.trainer.fit()
+            finally:
+                self.setup.release()
+            return self._finish(base)
+
+    # --- the run's record -----------------------------------------------------------------------------
+    def _set_status(self, status: RunStatus, **fields: Any) -> None:
+        """run.json first (the truth), then the status record in metrics.jsonl, which the caller is sent."""
+        assert self.run_dir is not None and self.metrics is not None
+        update_run(self.run_dir, status=status, **fields)
+        self.metrics.status(status.value, run_dir=str(self.run_dir), **fields)
+
+    def _write_record(self, base: BaseModel, report: DatasetReport) -> None:
+        assert self.run_dir is not None
+        previous = read_run(self.run_dir) if self.resume_dir else {}
+        gpu = detect_gpu()
+        write_run(self.run_dir, {
+            "status": RunStatus.STARTING.value,
+            "started": now_iso(),
+            "arguments": self.args.to_dict(),
+            "run_dir": str(self.run_dir),
+            "base_model": {"version": base.version, "folder": str(base.folder)},
+            "language": self.language,
+            "text_frontend": self.frontend.to_dict(),
+            "device": {**gpu.to_dict(), "summary": gpu.summary()},
+            "versions": library_versions(),
+            "command": sys.argv[:1],
+            **process_identity(),
+            "dataset": {k: v for k, v in report.to_dict().items() if k != "problems"},
+            "last_checkpoint": previous.get("last_checkpoint"),
+            "history": previous.get("history", []) + ([history_entry(previous)] if previous else []),
+        })  # fmt: skip
+        self._set_status(RunStatus.STARTING)
+
+    def _write_run_files(self, report: DatasetReport) -> None:
+        assert self.run_dir is not None and self.setup is not None
+        setup = self.setup
+        update_run(
+            self.run_dir,
+            steps_per_epoch=setup.steps_per_epoch,
+            optimizer_steps_per_epoch=math.ceil(setup.steps_per_epoch / self.args.grad_acumm),
+            total_steps=setup.total_steps,
+            effective_batch_size=self.args.batch_size * self.args.grad_acumm,
+            lr_milestones_optimizer_steps=setup.lr_milestones,
+            vocab=setup.vocab_info,
+        )
+        setup.report.save(self.run_dir / OPTIMIZATIONS_FILE)
+        write_json_atomic(self.run_dir / DATASET_REPORT_FILE, report.to_dict())
+        with atomic_output(self.run_dir / DROPPED_ROWS_FILE, "w", encoding="utf-8") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(["csv_file", "line", "audio_file", "severity", "reason"])
+            for problem in report.problems:
+                writer.writerow([problem.csv_file, problem.line, problem.audio_file, problem.severity, problem.reason])
+
+    @contextlib.contextmanager
+    def _recording_failures(self) -> Iterator[None]:
+        """Any error from here on ends the run as failed, with the reason, in run.json and metrics.jsonl."""
+        try:
+            yield
+        except torch.OutOfMemoryError as exc:
+            self._fail("out of GPU memory")
+            raise torch.OutOfMemoryError(out_of_memory_advice(self.args)) from exc
+        except BaseException as exc:
+            if read_run(self.run_dir).get("status") != RunStatus.FAILED.value:
+                self._fail(f"{type(exc).__name__}: {exc}")
+            raise
+
+    def _fail(self, error: str) -> None:
+        steps = self.setup.trainer.total_steps_done if self.setup is not None else 0
+        self._set_status(RunStatus.FAILED, finished=now_iso(), error=error, steps_done=steps)
+
+    # --- after training -------------------------------------------------------------------------------
+    def _finish(self, base: BaseModel) -> RunOutput:
+        """Export ready/ from the run's checkpoint and record how the run ended."""
+        assert self.run_dir is not None and self.setup is not None
+        trainer = self.setup.trainer
+        status = trainer.outcome or RunStatus.FAILED
+        best = self.run_dir / "best_model.pth"
+        checkpoint = best if best.is_file() else Path(trainer.stop_checkpoint or last_checkpoint(self.run_dir))
+        if not checkpoint.is_file():
+            self._set_status(status, finished=now_iso(), steps_done=0,
+                             message="Stopped before the first step: nothing saved.")  # fmt: skip
+            raise RuntimeError(f"The run {status.value} before its first step; nothing was saved in {self.run_dir}.")
+        ready = export_ready(
+            self.run_dir, checkpoint, config=self.setup.inference_config, vocab_path=self.setup.vocab_path,
+            speakers_path=base.speakers, reference_wav=self.run_dir / REFERENCE_WAV,
+            finetune_info={"base_version": base.version, "language": self.language,
+                           "text_frontend": self.frontend.to_dict(), "run_dir": str(self.run_dir),
+                           "steps_done": trainer.total_steps_done},
+        )  # fmt: skip
+        message = {
+            RunStatus.FINISHED: "Training finished.",
+            RunStatus.STOPPED: f"Stopped at step {trainer.total_steps_done}; checkpoint saved: {trainer.stop_checkpoint}",
+            RunStatus.INTERRUPTED: f"Interrupted at step {trainer.total_steps_done}; checkpoint saved: "
+                                   f"{trainer.stop_checkpoint}",
+        }.get(status, status.value)  # fmt: skip
+        self._set_status(status, finished=now_iso(), steps_done=trainer.total_steps_done, checkpoint_path=str(checkpoint),
+                         stop_checkpoint=trainer.stop_checkpoint, ready_dir=str(ready), message=message)  # fmt: skip
+        print(f"\n{message}\nReady for inference: {ready}", flush=True)
+        return RunOutput(self.run_dir, ready, checkpoint)
+
+
+def out_of_memory_advice(args: TrainArguments) -> str:
+    """Turn a CUDA OOM into what to change, most effective first."""
+    steps = []
+    if not args.enable_grad_checkpoint:
+        steps.append("turn on gradient checkpointing (enable_grad_checkpoint=True)")
+    if not args.enable_mixed_precision:
+        steps.append("turn on mixed precision (enable_mixed_precision=True)")
+    if args.batch_size > 1:
+        smaller = max(1, args.batch_size // 2)
+        steps.append(f"use batch_size={smaller} with grad_acumm={args.grad_acumm * args.batch_size // smaller} "
+                     "(same effective batch)")  # fmt: skip
+    if args.max_audio_length > 220500:
+        steps.append("lower max_audio_length (e.g. 220500 = 10 s): memory grows with the longest clip")
+    steps.append("close other programs using the GPU (nvidia-smi lists them)")
+    return "Out of GPU memory. Try, in this order: " + "; ".join(steps) + "."
+
+
+def history_entry(previous: dict[str, Any]) -> dict[str, Any]:
+    keys = ("started", "finished", "status", "steps_done", "arguments")
+    return {k: previous.get(k) for k in keys}
+
+
+def raise_if_unusable(report: DatasetReport, min_rows: int) -> None:
+    if report.ok and report.rows_usable >= min_rows:
+        return
+    errors = report.errors[:8]
+    details = "\n".join(
+        f"  {Path(p.csv_file).name or 'dataset'} line {p.line}: {p.audio_file + ': ' if p.audio_file else ''}{p.reason}"
+        for p in errors
+    )
+    more = f"\n  ... and {len(report.errors) - len(errors)} more" if len(report.errors) > len(errors) else ""
+    need = f"at least {min_rows} usable rows (one for training and one for evaluation at minimum)"
+    raise ValueError(
+        f"The dataset cannot be used for training: {report.rows_usable} of {report.rows_read} rows usable, "
+        f"{report.train_count} for training and {report.eval_count} for evaluation; {need} are needed.\n"
+        f"{details}{more}\nFix these rows (see validate_dataset for the full report) and try again."
+    )
+
+
+def resume_dir(resume_from: str) -> Path:
+    """The run folder to continue, from itself or a checkpoint in it."""
+    path = Path(resume_from).expanduser()
+    run_dir = path.parent if path.is_file() else path
+    if not any(run_dir.glob("checkpoint_*.pth")) and not any(run_dir.glob("best_model*.pth")):
+        raise ValueError(f"resume_from: {run_dir} holds no checkpoint (checkpoint_*.pth or best_model*.pth) to "
+                         "continue from.")  # fmt: skip
+    if not (run_dir / TRAINER_CONFIG_FILE).is_file():
+        raise ValueError(f"resume_from: {run_dir} has no config.json; it is not a training run folder.")
+    return run_dir
+
+
+def last_checkpoint(run_dir: Path) -> str:
+    from trainer.io import get_last_checkpoint
+
+    try:
+        return get_last_checkpoint(str(run_dir))[0]
+    except ValueError:
+        return str(run_dir / "no-checkpoint")
+
+
+@contextlib.contextmanager
+def torch_settings_restored() -> Iterator[None]:
+    """A run changes process-wide torch settings (threads; coqui's trainer sets TF32 and cuDNN flags from its
+    config); give the caller's process its own back afterwards."""
+    saved = (torch.get_num_threads(), torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.cudnn.enabled)  # fmt: skip
+    # coqui's XTTS dataset module sets torch to one thread when imported; CPU training wants them all.
+    torch.set_num_threads(max(1, psutil.cpu_count(logical=False) or torch.get_num_threads()))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved[0])
+        (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark,
+         torch.backends.cudnn.deterministic, torch.backends.cudnn.enabled) = saved[1:]  # fmt: skip

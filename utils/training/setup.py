@@ -1,0 +1,241 @@
+"""Building a run in its folder: samples, vocab, coqui's config, the GPTTrainer model with its optimizations,
+and coqui's Trainer with our metrics logger and guards."""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from TTS.config.shared_configs import BaseDatasetConfig
+from TTS.tts.configs.xtts_config import XttsAudioConfig
+from TTS.tts.layers.xtts.trainer.gpt_trainer import GPTArgs, GPTTrainerConfig
+from trainer import TrainerArgs
+
+from utils.constants import MAX_CONDITIONING_SAMPLES, MAX_TEXT_TOKENS, MIN_CONDITIONING_SAMPLES
+from utils.data.validation import DatasetReport
+from utils.device.gpu import detect_gpu
+from utils.files import read_json, write_json_atomic
+from utils.model.base_models import BaseModel
+from utils.model.checkpoints import loadable_checkpoint
+from utils.model.vocab import VOCAB_FILE, VocabChoice, prepare_vocab
+from utils.text.frontend import TextFrontEnd
+from utils.training.arguments import TrainArguments
+from utils.training.metrics import MetricsLogger
+from utils.training.optimizations import OptimizationReport, TrainingOptimizer
+from utils.training.run_record import TRAINER_CONFIG_FILE
+from utils.training.trainer import DivergenceGuard, FineTuneGPTTrainer, FineTuneTrainer
+
+# Steps in a row with a NaN/inf loss before the run is declared diverged (FP16 skips a few by design).
+NONFINITE_STEPS_LIMIT = 5
+
+
+@dataclass
+class Samples:
+    """coqui sample dicts of both splits, and (audio, seconds) of each training row for the reference clip."""
+
+    train: list[dict[str, Any]]
+    eval: list[dict[str, Any]]
+    train_durations: list[tuple[str, float]]
+
+
+@dataclass
+class ModelSource:
+    """What a run starts from: the base model, or a fine-tune from one of our `ready/` folders."""
+
+    checkpoint: Path
+    config: dict[str, Any]
+    vocab: Path
+
+
+@dataclass
+class TrainingSetup:
+    trainer: FineTuneTrainer
+    metrics: MetricsLogger
+    report: OptimizationReport
+    steps_per_epoch: int
+    total_steps: int
+    lr_milestones: list[int]
+    inference_config: dict[str, Any]
+    vocab_path: Path
+    train_durations: list[tuple[str, float]] = field(default_factory=list)
+    vocab_info: dict[str, Any] = field(default_factory=dict)
+
+    def release(self) -> None:
+        """Free the model's memory so a notebook can run again without restarting."""
+        self.trainer.close_log_files()
+        self.trainer.model = None  # type: ignore[assignment]
+        self.trainer.optimizer = None  # type: ignore[assignment]
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def model_source(args: TrainArguments, base: BaseModel) -> ModelSource:
+    """A custom model from one of our `ready/` folders brings its own config and vocab (which may hold
+    tokens of a new language); a bare model.pth uses the base model's."""
+    if not args.custom_model:
+        return ModelSource(base.model, read_json(base.config, {}), base.vocab)
+    custom = Path(args.custom_model).expanduser()
+    config_file = custom.parent / "config.json" if (custom.parent / "config.json").is_file() else base.config
+    vocab = custom.parent / "vocab.json" if (custom.parent / "vocab.json").is_file() else base.vocab
+    return ModelSource(custom, read_json(config_file, {}), vocab)
+
+
+def training_samples(report: DatasetReport, frontend: TextFrontEnd) -> Samples:
+    """coqui sample dicts for train and eval, and (audio, duration) of the train rows, in one read."""
+    samples = Samples([], [], [])
+    for split, row, duration in report.iter_usable_splits():
+        (samples.train if split == "train" else samples.eval).append({
+            "text": frontend.apply(row.text),
+            "audio_file": row.audio_location,
+            "speaker_name": row.speaker_name or "speaker",
+            "root_path": str(Path(row.csv_file).parent),
+            "language": frontend.language,
+            "audio_unique_name": f"{Path(row.csv_file).stem}#{row.line}",
+        })  # fmt: skip
+        if split == "train":
+            samples.train_durations.append((row.audio_location, duration))
+    return samples
+
+
+def _num_workers(requested: int) -> int:
+    if requested >= 0:
+        return requested
+    return min(4, max(1, (os.cpu_count() or 2) // 2)) if detect_gpu().available else 0
+
+
+def _gpt_args(args: TrainArguments, base: BaseModel, checkpoint: Path, base_config: dict[str, Any],
+              vocab_path: Path, cache_dir: Path) -> GPTArgs:  # fmt: skip
+    model_args = {k: v for k, v in base_config.get("model_args", {}).items() if k in GPTArgs.__dataclass_fields__}
+    gpt_args = GPTArgs(**model_args)
+    gpt_args.min_conditioning_length = MIN_CONDITIONING_SAMPLES
+    gpt_args.max_conditioning_length = MAX_CONDITIONING_SAMPLES
+    gpt_args.max_wav_length = args.max_audio_length
+    gpt_args.max_text_length = MAX_TEXT_TOKENS
+    gpt_args.debug_loading_failures = False
+    gpt_args.mel_norm_file = str(base.mel_stats)
+    gpt_args.dvae_checkpoint = str(base.dvae)
+    gpt_args.xtts_checkpoint = str(loadable_checkpoint(checkpoint, cache_dir))
+    gpt_args.tokenizer_file = str(vocab_path)
+    gpt_args.gpt_checkpoint = ""
+    return gpt_args
+
+
+def lr_milestones(args: TrainArguments, steps_per_epoch: int) -> list[int]:
+    """The learning-rate milestones in optimizer steps (the fractions of the run's optimizer steps)."""
+    optimizer_steps = args.num_epochs * math.ceil(steps_per_epoch / args.grad_acumm)
+    return sorted({max(1, round(f * optimizer_steps)) for f in args.lr_milestones})
+
+
+def make_gpt_config(
+    args: TrainArguments,
+    base: BaseModel,
+    *,
+    checkpoint: Path,
+    base_config: dict[str, Any],
+    vocab_path: Path,
+    languages: list[str],
+    language: str,
+    steps_per_epoch: int,
+    output_path: Path,
+    run_name: str,
+) -> tuple[GPTTrainerConfig, list[int]]:
+    """coqui's GPTTrainerConfig for a run, and its learning-rate milestones in optimizer steps."""
+    milestones = lr_milestones(args, steps_per_epoch)
+    workers = _num_workers(args.num_workers)
+    dataset = BaseDatasetConfig(formatter="coqui", dataset_name="finetune", path=str(Path(args.train_csv).parent),
+                                meta_file_train=args.train_csv, meta_file_val=args.eval_csv, language=language)
+    config = GPTTrainerConfig(
+        output_path=str(output_path), run_name=run_name, project_name="xtts-finetune",
+        model_args=_gpt_args(args, base, checkpoint, base_config, vocab_path, output_path / ".converted"),
+        audio=XttsAudioConfig(**base_config.get("audio", {})), languages=languages, datasets=[dataset],
+        epochs=args.num_epochs, batch_size=args.batch_size, eval_batch_size=args.batch_size,
+        num_loader_workers=workers, num_eval_loader_workers=workers, print_step=args.print_step,
+        plot_step=1,  # every step reaches metrics.jsonl
+        log_model_step=10**9, save_step=args.save_step, save_n_checkpoints=args.save_n_checkpoints,
+        save_checkpoints=True, save_all_best=False, save_best_after=0, print_eval=False, run_eval=True,
+        optimizer="AdamW", optimizer_wd_only_on_weights=True,
+        optimizer_params={"betas": [0.9, 0.96], "eps": 1e-8, "weight_decay": args.weight_decay},
+        lr=args.learning_rate, lr_scheduler="MultiStepLR",
+        lr_scheduler_params={"milestones": milestones, "gamma": 0.5, "last_epoch": -1},
+        # Milestones count optimizer steps: the trainer steps the scheduler after each optimizer
+        # step only when this is False (coqui's recipe left it True, so its milestones counted epochs).
+        scheduler_after_epoch=False, grad_clip=args.grad_clip, training_seed=args.seed, test_sentences=[],
+    )  # fmt: skip
+    return config, milestones
+
+
+def build_model(args: TrainArguments, config: GPTTrainerConfig, vocab: VocabChoice) -> tuple[Any, OptimizationReport]:
+    """coqui's GPTTrainer with the run's vocab and the optimizations applied."""
+    model = FineTuneGPTTrainer(config)
+    vocab.adapt_model(model)
+    optimizer = TrainingOptimizer(args.enable_grad_checkpoint, args.enable_sdpa, args.enable_mixed_precision,
+                                  args.precision)  # fmt: skip
+    return model, optimizer.apply(model, config)
+
+
+def inference_config(base_config: dict[str, Any], vocab: VocabChoice) -> dict[str, Any]:
+    """The config.json of `ready/`: the base model's, with the run's languages and vocab size."""
+    config = dict(base_config)
+    config["languages"] = vocab.languages
+    config["model_args"] = {**base_config.get("model_args", {}), "tokenizer_file": "",
+                            "gpt_number_text_tokens": vocab.size}  # fmt: skip
+    return config
+
+
+def build_trainer(args: TrainArguments, config: GPTTrainerConfig, model: Any, samples: Samples, run_dir: Path,
+                  resume: bool, metrics: MetricsLogger, should_stop: Any) -> FineTuneTrainer:  # fmt: skip
+    """coqui's Trainer in `run_dir`, reporting to `metrics`, stopping on request or on a diverged loss."""
+    if resume:
+        # The trainer reloads config.json from the run folder on resume: make it this call's config.
+        write_json_atomic(run_dir / TRAINER_CONFIG_FILE, config.to_dict(), indent=4)
+    trainer = FineTuneTrainer(
+        TrainerArgs(continue_path=str(run_dir) if resume else "", grad_accum_steps=args.grad_acumm),
+        config, output_path=str(run_dir.parent), model=model, train_samples=samples.train,
+        eval_samples=samples.eval, parse_command_line_args=False, should_stop=should_stop,
+        run_dir=None if resume else run_dir, dashboard_logger=metrics,
+        callbacks={"on_train_step_start": metrics.on_train_step_start, "on_train_step_end": metrics.on_train_step_end,
+                   "on_train_epoch_start": metrics.on_train_epoch_start},
+    )  # fmt: skip
+    trainer.callbacks.callbacks_on_train_step_end.append(DivergenceGuard(metrics, NONFINITE_STEPS_LIMIT))
+    return trainer
+
+
+def build_training_setup(
+    args: TrainArguments,
+    base: BaseModel,
+    report: DatasetReport,
+    frontend: TextFrontEnd,
+    run_dir: Path,
+    metrics: MetricsLogger,
+    *,
+    resume: bool = False,
+    should_stop: Any = None,
+) -> TrainingSetup:
+    """Everything a run needs to train in `run_dir` (a new folder, or the run being resumed)."""
+    source = model_source(args, base)
+    samples = training_samples(report, frontend)
+    texts = [s["text"] for s in samples.train + samples.eval]
+    vocab = prepare_vocab(source.vocab, source.config, frontend.language, texts, run_dir.parent,
+                          args.vocab_new_tokens, run_vocab=run_dir / VOCAB_FILE if resume else None)  # fmt: skip
+    steps_per_epoch = max(1, math.ceil(len(samples.train) / args.batch_size))
+    config, milestones = make_gpt_config(
+        args, base, checkpoint=source.checkpoint, base_config=source.config,
+        vocab_path=source.vocab,  # the checkpoint's shapes; adapt_model grows them to the run's vocab
+        languages=vocab.languages, language=frontend.language, steps_per_epoch=steps_per_epoch,
+        output_path=run_dir.parent, run_name=run_dir.name,
+    )  # fmt: skip
+    model, optimizations = build_model(args, config, vocab)
+    trainer = build_trainer(args, config, model, samples, run_dir, resume, metrics, should_stop)
+    metrics.trainer = trainer
+    vocab.copy_into(run_dir)
+    return TrainingSetup(
+        trainer=trainer, metrics=metrics, report=optimizations, steps_per_epoch=steps_per_epoch,
+        total_steps=args.num_epochs * steps_per_epoch, lr_milestones=milestones, inference_config=inference_config(source.config, vocab),
+        vocab_path=vocab.path, train_durations=samples.train_durations, vocab_info=vocab.info,
+    )  # fmt: skip

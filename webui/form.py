@@ -1,0 +1,119 @@
+"""The Fine-tune form, derived from the TrainArguments declaration: components, API parameters and values.
+
+Every field with a `ui` spec becomes one component whose id is also the `/start_training` parameter
+name. Values travel in the form's units (the longest clip in seconds) and become a checked
+`TrainArguments` in `arguments_from_form`, the one place the web side builds a run's arguments.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any
+
+from utils.training.arguments import Option, TrainArguments
+
+# Set by the app, never by the form: where runs are written.
+APP_OWNED = ("output_path",)
+
+
+def form_fields() -> list[tuple[str, Option]]:
+    """(field name, option) of every field the form shows, in declaration order."""
+    return [(f.name, f.metadata["option"]) for f in fields(TrainArguments) if f.metadata["option"].ui is not None]
+
+
+def component_id(name: str) -> str:
+    spec = TrainArguments.__dataclass_fields__[name].metadata["option"].ui
+    return spec.name or name
+
+
+def form_ids() -> list[str]:
+    """The component ids, which are also the /start_training parameters, in order."""
+    return [component_id(name) for name, _ in form_fields()]
+
+
+def to_display(name: str, value: Any) -> Any:
+    scale = TrainArguments.__dataclass_fields__[name].metadata["option"].ui.scale
+    return round(value / scale, 3) if scale != 1 and isinstance(value, (int, float)) else value
+
+
+def from_display(name: str, value: Any) -> Any:
+    scale = TrainArguments.__dataclass_fields__[name].metadata["option"].ui.scale
+    if scale == 1 or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return round(value * scale)
+
+
+def form_values(arguments: TrainArguments | dict[str, Any]) -> dict[str, Any]:
+    """{component id: value as the form shows it} for a run's arguments (defaults for missing ones)."""
+    values = arguments.to_dict() if isinstance(arguments, TrainArguments) else {**TrainArguments().to_dict(), **arguments}
+    return {component_id(name): to_display(name, values[name]) for name, _ in form_fields()}
+
+
+def _empty_to_default(name: str, value: Any) -> Any:
+    default = TrainArguments.__dataclass_fields__[name].default
+    if value is None or (isinstance(value, str) and not value.strip() and not isinstance(default, str)):
+        raise ValueError(f"Fill in: {TrainArguments.__dataclass_fields__[name].metadata['option'].ui.label}.")
+    return value.strip() if isinstance(value, str) else value
+
+
+def arguments_from_form(values: dict[str, Any], output_dir: str) -> TrainArguments:
+    """The checked TrainArguments of a form submission (keys are component ids); ValueError says what is wrong."""
+    unknown = sorted(set(values) - set(form_ids()))
+    if unknown:
+        raise ValueError(f"Unknown form field(s): {', '.join(unknown)}.")
+    kwargs = {name: from_display(name, _empty_to_default(name, values[component_id(name)]))
+              for name, _ in form_fields() if component_id(name) in values}  # fmt: skip
+    arguments = TrainArguments(**kwargs, output_path=str(output_dir))
+    if not arguments.train_csv:
+        raise ValueError("No dataset yet: check one in the Dataset tab (or type the train CSV path).")
+    return arguments
+
+
+def with_form_signature(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Give `handler(*values)` a signature named after the form's ids, so the API documents (and
+    gradio_client accepts) `/start_training` parameters by name."""
+    parameters = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in form_ids()]
+    handler.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    return handler
+
+
+def create_component(name: str, *, choices: Any = None, render: bool = False, elem_id: str | None = None) -> Any:
+    """The Gradio component of one option, as its declaration says (label, bounds, help, widget).
+    A dropdown's options come in `choices`; the clip slider stops at the default length (what XTTS
+    was trained with), while the API accepts up to the option's maximum."""
+    import gradio as gr
+
+    spec = TrainArguments.__dataclass_fields__[name].metadata["option"]
+    ui, cid = spec.ui, component_id(name)
+    default = TrainArguments.__dataclass_fields__[name].default
+    value = to_display(name, default)
+    common = dict(label=ui.label, value=value, render=render, elem_id=elem_id or f"form-{cid}", info=ui.info or None)
+    widget = ui.widget or ("checkbox" if isinstance(default, bool) else
+                           "number" if isinstance(default, (int, float)) else "textbox")  # fmt: skip
+    if widget == "checkbox":
+        return gr.Checkbox(**common)
+    if widget == "radio":
+        return gr.Radio(list(spec.choices or ()), **common)
+    if widget == "dropdown":
+        return gr.Dropdown(choices or [], allow_custom_value=True, **common)
+    if widget == "slider":
+        return gr.Slider(max(2.0, to_display(name, spec.minimum)), value, step=ui.step, **common)
+    if widget == "number":
+        return gr.Number(minimum=spec.minimum, maximum=spec.maximum, precision=0 if isinstance(default, int) else None,
+                         **common)  # fmt: skip
+    return gr.Textbox(**common)
+
+
+def create_components(choices: dict[str, Any] | None = None, values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One unrendered component per form field, by id; the tabs render them where they belong.
+    `choices` fills dropdowns, `values` replaces declared defaults that depend on the machine."""
+    choices, values = choices or {}, values or {}
+    components = {}
+    for name, _ in form_fields():
+        cid = component_id(name)
+        components[cid] = create_component(name, choices=choices.get(cid))
+        if cid in values:
+            components[cid].value = values[cid]
+    return components
