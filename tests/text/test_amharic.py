@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from utils.text import amharic
+from utils.text import amharic_g2p as amharic_g2p_module
 from utils.text.amharic import (
     AMHARIC_LANGUAGE_CODES,
     AMHARIC_LETTERS,
@@ -239,7 +240,7 @@ def test_merged_letters_in_words():
 
 def test_unknown_characters_pass_through_and_are_reported(caplog):
     text = "ሰላም ቐ€ቐ"
-    with caplog.at_level(logging.WARNING, logger="utils.text.amharic"):
+    with caplog.at_level(logging.WARNING, logger="utils.text.amharic_g2p"):
         out, report = _g2p_with_report(text)
     assert out == "səlam ቐ€ቐ"
     assert len(report) == 3
@@ -258,7 +259,7 @@ def test_ethiopic_numerals_in_g2p_are_reported():
 
 
 def test_no_warning_without_unknowns(caplog):
-    with caplog.at_level(logging.WARNING, logger="utils.text.amharic"):
+    with caplog.at_level(logging.WARNING, logger="utils.text.amharic_g2p"):
         amharic_g2p("ሰላም")
     assert not caplog.records
 
@@ -415,7 +416,7 @@ def test_epitran_backend():
 
 
 def test_epitran_missing_raises_runtime_error(monkeypatch):
-    monkeypatch.setattr(amharic, "_EPITRAN", None)
+    monkeypatch.setattr(amharic_g2p_module, "_EPITRAN", None)
     monkeypatch.setitem(sys.modules, "epitran", None)  # makes the import fail
     with pytest.raises(RuntimeError, match="epitran"):
         amharic_g2p("ሰላም", backend="epitran")

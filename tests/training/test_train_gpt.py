@@ -118,10 +118,11 @@ def test_stop_then_resume_continues_the_step_count_and_schedule(tmp_path, tiny_b
     after = train_records(resumed.run_dir)[len(first) :]
     assert after[0]["step"] == 8, "resume continues the step count"
     assert after[0]["lr"] == pytest.approx(2.5e-6), "the scheduler was restored, not restarted"
-    # The optimizer state was restored: checkpoint_10 (saved at step 11, the resumed session's 4th)
-    # holds AdamW's step counter for all 11 steps, not only the 4 since the resume.
+    assert [r["step"] for r in after] == list(range(8, 13)), "the interrupted epoch continues: 12 steps in all"
+    # The optimizer state was restored: checkpoint_10 (named by the steps done, as the page counts them;
+    # the resumed session's 3rd step) holds AdamW's step counter for all 10 steps, not only the 3 since the resume.
     late = torch.load(Path(resumed.run_dir) / "checkpoint_10.pth", weights_only=True)
-    assert {float(s["step"]) for s in late["optimizer"][0]["state"].values()} == {11.0}
+    assert {float(s["step"]) for s in late["optimizer"][0]["state"].values()} == {10.0}
 
 
 @pytest.mark.parametrize(
@@ -179,7 +180,8 @@ def test_ctrl_c_saves_a_checkpoint_and_returns_instead_of_killing_the_process(tm
                        grad_acumm=1, progress_callback=press_ctrl_c_at_step_3, **FAST)  # fmt: skip
     assert result.status == "interrupted"
     run = json.loads((Path(result.run_dir) / "run.json").read_text())
-    assert Path(run["stop_checkpoint"]).name == "checkpoint_2.pth" and Path(run["stop_checkpoint"]).is_file()
+    # Named by the steps done, as the page shows them ("Step 3"): checkpoint_3.pth.
+    assert Path(run["stop_checkpoint"]).name == "checkpoint_3.pth" and Path(run["stop_checkpoint"]).is_file()
     assert [r["step"] for r in train_records(result.run_dir)] == [1, 2, 3]
     assert seen[-1]["type"] == "status" and seen[-1]["status"] == "interrupted"
 

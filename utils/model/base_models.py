@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 from utils.constants import MODEL_FILES, PROJECT_ROOT
 from utils.model.tiny import ensure_tiny_model
@@ -99,14 +101,27 @@ def check_version_name(version: str, models_dir: str | os.PathLike | None = None
     )
 
 
+def hub_unreachable(timeout: float = 4.0) -> str:
+    """Why the model hub cannot be reached now ("" when it can): offline mode, or no connection within
+    `timeout` seconds. Asked once before any download, so an offline machine fails in seconds."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return ""
+    except OSError as exc:
+        return f"{host} cannot be reached ({type(exc).__name__}: {exc})"
+
+
 def _download(version: str, names: list[str], folder: Path) -> dict[str, str]:
     """Fetch missing files from the hub (tqdm progress bars); returns the errors by file name."""
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
-        return dict.fromkeys(names, "HF_HUB_OFFLINE is set")
-    try:
-        from huggingface_hub import hf_hub_download
-    except ImportError as exc:  # pragma: no cover - a dependency of coqui-tts
-        return dict.fromkeys(names, str(exc))
+    why = hub_unreachable()
+    if why:
+        return dict.fromkeys(names, why)
+    from huggingface_hub import hf_hub_download
+
     errors: dict[str, str] = {}
     for name in names:
         revision = "main" if name in _MAIN_ONLY else version
@@ -116,6 +131,17 @@ def _download(version: str, names: list[str], folder: Path) -> dict[str, str]:
         except Exception as exc:  # noqa: BLE001 - any failure means "not there": reported below
             errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return errors
+
+
+def _missing_message(version: str, folder: Path, missing: list[str], errors: dict[str, str]) -> str:
+    """One short message: the folder, each missing file once, and why the download failed, once."""
+    reasons = sorted(set(errors.values()))
+    why = f" The download failed: {reasons[0]}." if len(reasons) == 1 else ""
+    lines = [f"  - {name}" + (f" (download failed: {errors[name]})" if name in errors and not why else "")
+             for name in missing]  # fmt: skip
+    return (f"Base model {version!r} is incomplete: {len(missing)} file(s) missing from {folder}:\n" + "\n".join(lines)
+            + (f"\n{why.strip()}" if why else "") + f"\nPut them in {folder} (from https://huggingface.co/{HF_REPO}, tag {version}; dvae.pth, "
+            "mel_stats.pth and speakers_xtts.pth are on main), or use version='tiny' to try the tool without them.")
 
 
 def ensure_base_model(
@@ -137,12 +163,5 @@ def ensure_base_model(
         errors = _download(version, missing, folder)
         missing = missing_files(folder)
     if missing:
-        lines = [f"  - {name}" + (f" (download failed: {errors[name]})" if name in errors else "") for name in missing]
-        raise MissingBaseModelFiles(
-            f"Base model {version!r} is incomplete: {len(missing)} file(s) missing from {folder}:\n"
-            + "\n".join(lines)
-            + f"\nPut them in {folder} (from https://huggingface.co/{HF_REPO}, tag {version}; dvae.pth, "
-            "mel_stats.pth and speakers_xtts.pth are on main), or use version='tiny' to try the tool "
-            "without them."
-        )
+        raise MissingBaseModelFiles(_missing_message(version, folder, missing, errors))
     return BaseModel(version, folder)

@@ -18,7 +18,7 @@ import torch
 
 from utils.model.base_models import models_root
 from utils.model.checkpoints import loadable_checkpoint
-from utils.model.ready import READY_DIR, REFERENCE_WAV, read_finetune_info
+from utils.model.ready import READY_DIR, REFERENCE_WAV, read_finetune_info, recover_ready
 from utils.text.frontend import TextFrontEnd
 
 _lock = threading.Lock()  # one synthesis at a time per process: the model is shared
@@ -38,6 +38,7 @@ def find_ready_dir(path: str | os.PathLike) -> Path:
     path = Path(path).expanduser()
     if path.is_file():
         path = path.parent
+    recover_ready(path)
     if (path / READY_DIR / "model.pth").is_file():
         path = path / READY_DIR
     missing = [name for name in ("model.pth", "config.json", "vocab.json") if not (path / name).is_file()]
@@ -120,10 +121,11 @@ def synthesize(
         if max_audio_tokens:
             model.gpt.max_gen_mel_tokens = max(2, min(limit, int(max_audio_tokens)))
         try:
+            # Sliders and JSON send whole numbers as int; transformers' samplers insist on floats.
             out = model.inference(
-                prepared, frontend.language, latent, speaker, temperature=temperature, length_penalty=length_penalty,
-                repetition_penalty=repetition_penalty, top_k=int(top_k), top_p=top_p, speed=speed,
-                enable_text_splitting=False,
+                prepared, frontend.language, latent, speaker, temperature=float(temperature),
+                length_penalty=float(length_penalty), repetition_penalty=float(repetition_penalty), top_k=int(top_k),
+                top_p=float(top_p), speed=float(speed), enable_text_splitting=False,
             )  # fmt: skip
         finally:
             model.gpt.max_gen_mel_tokens = limit

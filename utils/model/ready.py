@@ -22,6 +22,7 @@ import torch
 
 from utils.audio.io import AudioError, load_audio, write_wav
 from utils.constants import XTTS_SAMPLE_RATE
+from utils.files import atomic_output, copy_file_atomic, save_torch_atomic, write_json_atomic
 
 READY_DIR = "ready"
 FINETUNE_FILE = "finetune.json"
@@ -96,6 +97,24 @@ def write_reference_wav(rows: Iterable[tuple[str, float]], target: Path, max_can
     return {"sources": [item[2] for item in chosen], "seconds": round(sum(i[3] for i in chosen), 2)}
 
 
+def complete_state(checkpoint_path: str | os.PathLike, base_weights: str | os.PathLike | None) -> dict[str, Any]:
+    """The Xtts weights of a run's checkpoint, completed with the frozen parts (HiFi-GAN) from the base model,
+    which training checkpoints leave out."""
+    state = slim_state_dict(load_checkpoint_state(checkpoint_path))
+    if base_weights:
+        base = torch.load(str(base_weights), map_location="cpu", weights_only=True, mmap=True)
+        for key, tensor in slim_state_dict(base).items():
+            state.setdefault(key, tensor)
+    return state
+
+
+def recover_ready(run_dir: str | os.PathLike) -> None:
+    """Finish a swap of ready/ that a crash interrupted: the previous complete folder comes back."""
+    ready, previous = Path(run_dir) / READY_DIR, Path(run_dir) / (READY_DIR + ".old")
+    if not ready.exists() and previous.is_dir():
+        os.replace(previous, ready)
+
+
 def export_ready(
     run_dir: str | os.PathLike,
     checkpoint_path: str | os.PathLike,
@@ -105,22 +124,23 @@ def export_ready(
     speakers_path: str | os.PathLike | None,
     reference_wav: str | os.PathLike,
     finetune_info: dict[str, Any],
+    base_weights: str | os.PathLike | None = None,
 ) -> Path:
-    """(Re)write `run_dir/ready/` from a checkpoint; returns the folder."""
+    """(Re)write `run_dir/ready/` from a checkpoint (frozen parts from `base_weights`); returns the folder."""
+    recover_ready(run_dir)
     ready = Path(run_dir) / READY_DIR
     staging = Path(run_dir) / (READY_DIR + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    state = slim_state_dict(load_checkpoint_state(checkpoint_path))
-    torch.save({"model": state}, staging / "model.pth")
-    (staging / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    shutil.copyfile(vocab_path, staging / "vocab.json")
+    save_torch_atomic({"model": complete_state(checkpoint_path, base_weights)}, staging / "model.pth")
+    write_json_atomic(staging / "config.json", config)
+    copy_file_atomic(vocab_path, staging / "vocab.json")
     if speakers_path and Path(speakers_path).is_file():
-        shutil.copyfile(speakers_path, staging / "speakers_xtts.pth")
-    shutil.copyfile(reference_wav, staging / REFERENCE_WAV)
-    info = {**finetune_info, "checkpoint": str(checkpoint_path)}
-    (staging / FINETUNE_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
-    # Swap in whole: the old folder is moved aside first, so a crash leaves one complete folder.
+        copy_file_atomic(speakers_path, staging / "speakers_xtts.pth")
+    copy_file_atomic(reference_wav, staging / REFERENCE_WAV)
+    write_json_atomic(staging / FINETUNE_FILE, {**finetune_info, "checkpoint": str(checkpoint_path)})
+    # Swap in whole: the old folder is moved aside first, so a crash leaves one complete folder
+    # (recover_ready moves it back if the crash came between the two renames).
     previous = Path(run_dir) / (READY_DIR + ".old")
     shutil.rmtree(previous, ignore_errors=True)
     if ready.exists():
@@ -136,13 +156,10 @@ def read_finetune_info(ready_dir: str | os.PathLike) -> dict[str, Any]:
 
 
 def zip_ready(ready_dir: str | os.PathLike, target: str | os.PathLike) -> Path:
-    """Zip a ready folder (model, config, vocab, speakers, reference wav, finetune.json)."""
-    ready_dir, target = Path(ready_dir), Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".zip.part")
-    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_STORED) as archive:
+    """Zip a ready folder (model, config, vocab, speakers, reference wav, finetune.json), atomically."""
+    ready_dir = Path(ready_dir)
+    with atomic_output(target) as handle, zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_STORED) as archive:
         for file in sorted(ready_dir.iterdir()):
             if file.is_file():
                 archive.write(file, arcname=f"{ready_dir.parent.name}/{file.name}")
-    os.replace(partial, target)
-    return target
+    return Path(target)

@@ -45,6 +45,7 @@ from utils.training.run_record import (
     update_run,
     write_run,
 )
+from utils.training.checkpoints import newest_checkpoint
 from utils.training.setup import TrainingSetup, build_training_setup
 from utils.training.text_checks import text_check_options
 
@@ -83,7 +84,9 @@ class TrainingRun:
         self.should_stop = StopFlag(should_stop)
         self.language = canonical_language(args.language)
         self.frontend = TextFrontEnd(self.language, args.use_amharic_g2p)
-        self.resume_dir = resume_dir(args.resume_from) if args.resume_from else None
+        self.resume_point = resume_point(args.resume_from) if args.resume_from else None
+        self.resume_dir = None if self.resume_point is None else (
+            self.resume_point.parent if self.resume_point.is_file() else self.resume_point)
         self.run_dir: Path | None = None
         self.metrics: MetricsLogger | None = None
         self.setup: TrainingSetup | None = None
@@ -109,8 +112,10 @@ class TrainingRun:
                                      total_steps=self.args.num_epochs * steps_per_epoch, on_event=self.progress)  # fmt: skip
         self._write_record(base, report)
         with torch_settings_restored(), self._recording_failures():
-            self.setup = build_training_setup(self.args, base, report, self.frontend, self.run_dir, self.metrics,
-                                              resume=self.resume_dir is not None, should_stop=self.should_stop)  # fmt: skip
+            self.setup = build_training_setup(
+                self.args, base, report, self.frontend, self.run_dir, self.metrics, should_stop=self.should_stop,
+                resume=self.resume_point, on_checkpoint=self._checkpoint_saved,
+            )  # fmt: skip
             self._write_run_files(report)
             # Taken now, while the dataset is as validated: the user's files may move during a long run.
             update_run(self.run_dir, reference=write_reference_wav(self.setup.train_durations, self.run_dir / REFERENCE_WAV))
@@ -131,6 +136,10 @@ class TrainingRun:
         update_run(self.run_dir, status=status, **fields)
         self.metrics.status(status.value, run_dir=str(self.run_dir), **fields)
 
+    def _checkpoint_saved(self, kind: str, path: Path, steps_done: int) -> None:
+        assert self.run_dir is not None
+        update_run(self.run_dir, **{f"{kind}_checkpoint": str(path), f"{kind}_checkpoint_step": steps_done})
+
     def _write_record(self, base: BaseModel, report: DatasetReport) -> None:
         assert self.run_dir is not None
         previous = read_run(self.run_dir) if self.resume_dir else {}
@@ -148,7 +157,8 @@ class TrainingRun:
             "command": sys.argv[:1],
             **process_identity(),
             "dataset": {k: v for k, v in report.to_dict().items() if k != "problems"},
-            "last_checkpoint": previous.get("last_checkpoint"),
+            **{key: previous.get(key) for key in ("last_checkpoint", "last_checkpoint_step", "best_checkpoint",
+                                                  "best_checkpoint_step")},
             "history": previous.get("history", []) + ([history_entry(previous)] if previous else []),
         })  # fmt: skip
         self._set_status(RunStatus.STARTING)
@@ -197,14 +207,15 @@ class TrainingRun:
         trainer = self.setup.trainer
         status = trainer.outcome or RunStatus.FAILED
         best = self.run_dir / "best_model.pth"
-        checkpoint = best if best.is_file() else Path(trainer.stop_checkpoint or last_checkpoint(self.run_dir))
-        if not checkpoint.is_file():
+        checkpoint = best if best.is_file() else newest_checkpoint(self.run_dir)
+        if checkpoint is None:
             self._set_status(status, finished=now_iso(), steps_done=0,
                              message="Stopped before the first step: nothing saved.")  # fmt: skip
             raise RuntimeError(f"The run {status.value} before its first step; nothing was saved in {self.run_dir}.")
         ready = export_ready(
             self.run_dir, checkpoint, config=self.setup.inference_config, vocab_path=self.setup.vocab_path,
             speakers_path=base.speakers, reference_wav=self.run_dir / REFERENCE_WAV,
+            base_weights=trainer.config.model_args.xtts_checkpoint,
             finetune_info={"base_version": base.version, "language": self.language,
                            "text_frontend": self.frontend.to_dict(), "run_dir": str(self.run_dir),
                            "steps_done": trainer.total_steps_done},
@@ -260,25 +271,18 @@ def raise_if_unusable(report: DatasetReport, min_rows: int) -> None:
     )
 
 
-def resume_dir(resume_from: str) -> Path:
-    """The run folder to continue, from itself or a checkpoint in it."""
+def resume_point(resume_from: str) -> Path:
+    """What to continue: a run folder (its newest checkpoint), or one checkpoint file in a run folder."""
     path = Path(resume_from).expanduser()
     run_dir = path.parent if path.is_file() else path
-    if not any(run_dir.glob("checkpoint_*.pth")) and not any(run_dir.glob("best_model*.pth")):
-        raise ValueError(f"resume_from: {run_dir} holds no checkpoint (checkpoint_*.pth or best_model*.pth) to "
+    if path.is_file() and not path.name.endswith(".pth"):
+        raise ValueError(f"resume_from: {path} is not a checkpoint (.pth) of a run; give the run folder.")
+    if newest_checkpoint(run_dir) is None:
+        raise ValueError(f"resume_from: {run_dir} holds no checkpoint (checkpoint_*.pth or best_model.pth) to "
                          "continue from.")  # fmt: skip
     if not (run_dir / TRAINER_CONFIG_FILE).is_file():
         raise ValueError(f"resume_from: {run_dir} has no config.json; it is not a training run folder.")
-    return run_dir
-
-
-def last_checkpoint(run_dir: Path) -> str:
-    from trainer.io import get_last_checkpoint
-
-    try:
-        return get_last_checkpoint(str(run_dir))[0]
-    except ValueError:
-        return str(run_dir / "no-checkpoint")
+    return path
 
 
 @contextlib.contextmanager

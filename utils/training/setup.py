@@ -25,6 +25,7 @@ from utils.model.checkpoints import loadable_checkpoint
 from utils.model.vocab import VOCAB_FILE, VocabChoice, prepare_vocab
 from utils.text.frontend import TextFrontEnd
 from utils.training.arguments import TrainArguments
+from utils.training.checkpoints import CheckpointWriter
 from utils.training.metrics import MetricsLogger
 from utils.training.optimizations import OptimizationReport, TrainingOptimizer
 from utils.training.run_record import TRAINER_CONFIG_FILE
@@ -189,8 +190,10 @@ def inference_config(base_config: dict[str, Any], vocab: VocabChoice) -> dict[st
 
 
 def build_trainer(args: TrainArguments, config: GPTTrainerConfig, model: Any, samples: Samples, run_dir: Path,
-                  resume: bool, metrics: MetricsLogger, should_stop: Any) -> FineTuneTrainer:  # fmt: skip
-    """coqui's Trainer in `run_dir`, reporting to `metrics`, stopping on request or on a diverged loss."""
+                  resume: Path | None, metrics: MetricsLogger, should_stop: Any,
+                  on_checkpoint: Any = None) -> FineTuneTrainer:  # fmt: skip
+    """coqui's Trainer in `run_dir`, reporting to `metrics`, stopping on request or on a diverged loss.
+    `resume` is the run folder or the checkpoint in it to continue from (None for a new run)."""
     if resume:
         # The trainer reloads config.json from the run folder on resume: make it this call's config.
         write_json_atomic(run_dir / TRAINER_CONFIG_FILE, config.to_dict(), indent=4)
@@ -199,6 +202,8 @@ def build_trainer(args: TrainArguments, config: GPTTrainerConfig, model: Any, sa
         config, output_path=str(run_dir.parent), model=model, train_samples=samples.train,
         eval_samples=samples.eval, parse_command_line_args=False, should_stop=should_stop,
         run_dir=None if resume else run_dir, dashboard_logger=metrics,
+        restore_from=resume if resume and resume.is_file() else None,
+        checkpoints=CheckpointWriter(run_dir, args.save_n_checkpoints, on_checkpoint),
         callbacks={"on_train_step_start": metrics.on_train_step_start, "on_train_step_end": metrics.on_train_step_end,
                    "on_train_epoch_start": metrics.on_train_epoch_start},
     )  # fmt: skip
@@ -214,10 +219,11 @@ def build_training_setup(
     run_dir: Path,
     metrics: MetricsLogger,
     *,
-    resume: bool = False,
+    resume: Path | None = None,
     should_stop: Any = None,
+    on_checkpoint: Any = None,
 ) -> TrainingSetup:
-    """Everything a run needs to train in `run_dir` (a new folder, or the run being resumed)."""
+    """Everything a run needs to train in `run_dir` (a new folder, or the run being resumed from `resume`)."""
     source = model_source(args, base)
     samples = training_samples(report, frontend)
     texts = [s["text"] for s in samples.train + samples.eval]
@@ -231,7 +237,7 @@ def build_training_setup(
         output_path=run_dir.parent, run_name=run_dir.name,
     )  # fmt: skip
     model, optimizations = build_model(args, config, vocab)
-    trainer = build_trainer(args, config, model, samples, run_dir, resume, metrics, should_stop)
+    trainer = build_trainer(args, config, model, samples, run_dir, resume, metrics, should_stop, on_checkpoint)
     metrics.trainer = trainer
     vocab.copy_into(run_dir)
     return TrainingSetup(

@@ -4,12 +4,12 @@ The training loop is coqui's; these subclasses change only what a notebook or we
 - `Trainer.fit` ends the process (`os._exit` on Ctrl-C, `sys.exit(1)` on any error) and deletes a run
   folder that holds no checkpoint. `FineTuneTrainer.fit` saves a checkpoint on Ctrl-C or a stop request,
   returns, and lets errors propagate unchanged.
-- The trainer numbers periodic checkpoints by the index of the last step but best-model checkpoints by
-  the count of steps, so resuming from a best model skipped a step number. Here every checkpoint
-  records the index of its last completed step, and resuming continues the count exactly.
-- Checkpoints leave out the frozen DVAE (210 MB per file); it is loaded from `dvae.pth` at start.
+- Checkpoints are written by `CheckpointWriter` (atomic, named by the steps done, never NaN, only the
+  newest kept; see utils.training.checkpoints), and leave out the frozen DVAE and HiFi-GAN, which are
+  loaded from the base model at start. A resume continues the step count exactly, from the newest
+  checkpoint or the one the caller names, and finishes the interrupted epoch's remaining steps only.
 - A new run trains in the folder the caller created (`run_dir`), not in one the trainer names by the
-  minute, so two runs started together never share a folder.
+  minute, so two runs started together never share a folder; its config.json is written atomically.
 """
 
 from __future__ import annotations
@@ -22,15 +22,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import torch
 import trainer.trainer as coqui_trainer_module
 from TTS.tts.layers.xtts.trainer.gpt_trainer import GPTTrainer
 from trainer import Trainer
 
+from utils.files import write_json_atomic
+from utils.training.checkpoints import BEST_MODEL_FILE, CheckpointWriter, checkpoint_path, newest_checkpoint
 from utils.training.run_record import RunStatus
 
 log = logging.getLogger(__name__)
 
-_FROZEN_PREFIXES = ("dvae.",)
+# Trained: the GPT only (coqui's GPTTrainer optimizes xtts.gpt); these come from the base model files.
+_FROZEN_PREFIXES = ("dvae.", "xtts.hifigan_decoder.")
 
 
 class StopTraining(Exception):
@@ -42,7 +46,7 @@ class TrainingDiverged(RuntimeError):
 
 
 class FineTuneGPTTrainer(GPTTrainer):
-    """coqui's GPTTrainer whose checkpoints leave out the frozen DVAE."""
+    """coqui's GPTTrainer whose checkpoints leave out the frozen DVAE and HiFi-GAN decoder."""
 
     def state_dict(self, *args, **kwargs):  # type: ignore[override]
         state = super().state_dict(*args, **kwargs)
@@ -61,22 +65,26 @@ class FineTuneGPTTrainer(GPTTrainer):
         return result
 
 
-_folder_lock = threading.Lock()
+_construction_lock = threading.Lock()
+
+
+def _copy_config_atomically(config: Any, out_path: Any, new_fields: dict[str, Any]) -> None:
+    write_json_atomic(Path(out_path) / "config.json", {**config.to_dict(), **new_fields}, indent=4)
 
 
 @contextlib.contextmanager
-def _trains_in(run_dir: Path | None) -> Iterator[None]:
-    """While the Trainer is built, make its folder naming return `run_dir` (its only hook for that)."""
-    if run_dir is None:
-        yield
-        return
-    with _folder_lock:
-        original = coqui_trainer_module.get_experiment_folder_path
-        coqui_trainer_module.get_experiment_folder_path = lambda root, name: Path(run_dir)
+def _construction_hooks(run_dir: Path | None) -> Iterator[None]:
+    """While coqui's Trainer is built: it trains in `run_dir` (its folder naming is its only hook for that)
+    and writes config.json atomically. Module functions are swapped back at once, under a lock."""
+    with _construction_lock:
+        saved = coqui_trainer_module.get_experiment_folder_path, coqui_trainer_module.copy_model_files
+        if run_dir is not None:
+            coqui_trainer_module.get_experiment_folder_path = lambda root, name: Path(run_dir)
+        coqui_trainer_module.copy_model_files = _copy_config_atomically
         try:
             yield
         finally:
-            coqui_trainer_module.get_experiment_folder_path = original
+            coqui_trainer_module.get_experiment_folder_path, coqui_trainer_module.copy_model_files = saved
 
 
 class FineTuneTrainer(Trainer):
@@ -87,9 +95,11 @@ class FineTuneTrainer(Trainer):
     """
 
     def __init__(self, *args, should_stop: Callable[[], bool] | None = None, run_dir: Path | None = None,
+                 restore_from: Path | None = None, checkpoints: CheckpointWriter | None = None,
                  **kwargs) -> None:  # fmt: skip
+        self._restore_from = restore_from
         handlers_before = set(logging.getLogger("trainer").handlers)
-        with _trains_in(run_dir):
+        with _construction_hooks(run_dir):
             super().__init__(*args, **kwargs)
         # The trainer adds a log-file handler per instance and never removes it; remember ours.
         self._own_handlers = [h for h in logging.getLogger("trainer").handlers if h not in handlers_before]
@@ -97,7 +107,20 @@ class FineTuneTrainer(Trainer):
         self.outcome: RunStatus | None = None
         self._resuming = self.continue_run
         self.stop_checkpoint: str | None = None
-        self.callbacks.callbacks_on_train_step_end.append(self._check_stop)
+        self.checkpoints = checkpoints or CheckpointWriter(self.output_path, self.config.save_n_checkpoints)
+        self.callbacks.callbacks_on_train_step_end.extend([self._periodic_checkpoint, self._check_stop])
+
+    def init_training(self, args: Any, coqpit_overrides: list[str], config: Any = None) -> tuple[Any, dict[str, Any]]:
+        """A resume reads the run's config.json and restores the checkpoint the caller chose, else the newest
+        full one (coqui's own pick loads every best model to compare steps, and prefers a weights-only one)."""
+        if not args.continue_path:
+            return config, {}
+        config.load_json(str(Path(args.continue_path) / "config.json"))
+        chosen = self._restore_from or newest_checkpoint(Path(args.continue_path))
+        if chosen is None:
+            raise ValueError(f"{args.continue_path} holds no checkpoint to continue from.")
+        args.restore_path = str(chosen)
+        return config, {"restore_path": args.restore_path}
 
     def save_training_script(self) -> None:
         # The trainer copies sys.argv[0] into the run; in a notebook or the web UI that is the host's
@@ -108,13 +131,18 @@ class FineTuneTrainer(Trainer):
         if self.should_stop is not None and self.should_stop():
             raise StopTraining
 
-    def _steps_as_last_index(self, save: Callable[[], None]) -> None:
-        """Run a save with `total_steps_done` as the index of the last completed step (see module doc)."""
-        self.total_steps_done -= 1
-        try:
-            save()
-        finally:
-            self.total_steps_done += 1
+    def save_checkpoint(self) -> None:  # type: ignore[override]
+        """coqui's own periodic save (counted before the step ends) is off; `_periodic_checkpoint` saves."""
+
+    def _save_full(self) -> Path | None:
+        if self.args.rank not in (None, 0) or self.total_steps_done == 0:
+            return None
+        existing = checkpoint_path(self.output_path, self.total_steps_done)
+        return existing if existing.is_file() else self.checkpoints.save(self, self.total_steps_done)
+
+    def _periodic_checkpoint(self, trainer: Trainer) -> None:
+        if self.total_steps_done % self.config.save_step == 0:
+            self._save_full()
 
     def train_epoch(self) -> None:
         """coqui's epoch; the first epoch after a resume trains only the steps the stopped run had left."""
@@ -132,24 +160,34 @@ class FineTuneTrainer(Trainer):
         finally:
             self.train_loader = full
 
-    def save_best_model(self) -> None:
-        # Called at an epoch's end, when total_steps_done counts the steps done.
-        self._steps_as_last_index(super().save_best_model)
+    def save_best_model(self) -> None:  # type: ignore[override]
+        """At an epoch's end: the weights only, when the eval loss (else the train loss) is the lowest so far."""
+        if self.args.rank not in (None, 0):
+            return
+        loss = {"train_loss": self._pick_target_avg_loss(self.keep_avg_train) or float("inf"),
+                "eval_loss": self._pick_target_avg_loss(self.keep_avg_eval)}  # fmt: skip
+        key = "eval_loss" if loss["eval_loss"] is not None and self.best_loss.get("eval_loss") is not None else "train_loss"
+        if loss[key] is not None and loss[key] < self.best_loss[key]:
+            if self.checkpoints.save_best(self, self.total_steps_done, loss) is not None:
+                self.best_loss = loss
+
+    def _restore_best_loss(self) -> None:
+        """On resume, the loss to beat is the best model's (read without loading its tensors)."""
+        best = self.output_path / BEST_MODEL_FILE
+        if self.continue_run and best.is_file():
+            loss = torch.load(str(best), map_location="cpu", weights_only=True, mmap=True).get("model_loss")
+            if isinstance(loss, dict):
+                self.best_loss = loss
 
     def _save_after_stop(self) -> None:
-        if self.total_steps_done == 0 or self.args.rank != 0:
-            return  # nothing trained yet
-        before = set(self.output_path.glob("checkpoint_*.pth"))
-        self._steps_as_last_index(super().save_checkpoint)
-        saved = sorted(set(self.output_path.glob("checkpoint_*.pth")) - before)
-        self.stop_checkpoint = str(saved[-1]) if saved else str(
-            self.output_path / f"checkpoint_{self.total_steps_done - 1}.pth"
-        )
+        saved = self._save_full()
+        self.stop_checkpoint = str(saved) if saved else None
 
     def fit(self) -> None:  # type: ignore[override]
         try:
             self._fit()
             self.outcome = RunStatus.FINISHED
+            self._save_full()  # the finished run can be continued with more epochs
         except StopTraining:
             self.outcome = RunStatus.STOPPED
             self._save_after_stop()

@@ -1,0 +1,132 @@
+"""The checkpoints a run writes: atomic, named by the steps done, never non-finite, and only what a resume needs.
+
+- `checkpoint_<steps done>.pth` holds the trained weights (not the frozen DVAE and HiFi-GAN, which come
+  from the base model), the optimizer, scheduler and scaler: everything a resume needs. Only the
+  newest `keep` of them stay on disk.
+- `best_model.pth` holds the weights only (no optimizer state): the model with the lowest eval loss.
+- Every file is written to a temporary file and renamed, so a crash or a full disk leaves the previous
+  file, never a truncated one; a full disk ends the run with `DiskFull`, naming the last good checkpoint.
+- A model whose weights are no longer finite (NaN/inf) is never saved, and older checkpoints are only
+  removed after a newer finite one is safely on disk.
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import logging
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from utils.files import save_torch_atomic
+
+log = logging.getLogger(__name__)
+
+BEST_MODEL_FILE = "best_model.pth"
+_CHECKPOINT = re.compile(r"^checkpoint_(\d+)\.pth$")
+
+
+class DiskFull(RuntimeError):
+    """The disk filled up while a checkpoint was written; the previous checkpoints are intact."""
+
+
+def checkpoint_path(run_dir: Path, steps_done: int) -> Path:
+    return Path(run_dir) / f"checkpoint_{steps_done}.pth"
+
+
+def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """(steps done, path) of the run's full checkpoints, oldest first."""
+    found = []
+    for path in Path(run_dir).glob("checkpoint_*.pth"):
+        match = _CHECKPOINT.match(path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def newest_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint a resume continues from: the newest full one, else the best model."""
+    found = checkpoints(run_dir)
+    if found:
+        return found[-1][1]
+    best = Path(run_dir) / BEST_MODEL_FILE
+    return best if best.is_file() else None
+
+
+def non_finite_tensors(state: dict[str, Any]) -> list[str]:
+    """Names of floating-point tensors holding NaN or inf."""
+    return [name for name, value in state.items()
+            if torch.is_tensor(value) and value.is_floating_point() and not torch.isfinite(value).all()]  # fmt: skip
+
+
+def _objects_state(objects: Any) -> Any:
+    if objects is None:
+        return None
+    items = objects if isinstance(objects, list) else [objects]
+    return [item.state_dict() for item in items if item is not None]
+
+
+class CheckpointWriter:
+    """Writes a trainer's checkpoints into its run folder by the rules in the module docstring."""
+
+    def __init__(self, run_dir: Path, keep: int, on_saved: Callable[[str, Path, int], None] | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.keep = max(1, keep)
+        self.on_saved = on_saved  # ("last" | "best", path, steps done), e.g. to record it in run.json
+        self.skipped_non_finite = 0
+
+    def _model_state(self, trainer: Any) -> dict[str, Any] | None:
+        state = trainer._get_model().state_dict()
+        bad = non_finite_tensors(state)
+        if bad:
+            self.skipped_non_finite += 1
+            log.warning("Not saving: %d weight tensors are NaN/inf (e.g. %s).", len(bad), bad[0])
+            return None
+        return state
+
+    def _write(self, state: dict[str, Any], path: Path) -> Path:
+        try:
+            return save_torch_atomic(state, path)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            newest = newest_checkpoint(self.run_dir)
+            kept = f"the last good checkpoint is kept: {newest}" if newest else "no earlier checkpoint exists"
+            raise DiskFull(f"The disk is full: {path.name} could not be written to {path.parent}. Free some space "
+                           f"and resume the run; {kept}.") from exc  # fmt: skip
+
+    def _base_record(self, trainer: Any, steps_done: int) -> dict[str, Any]:
+        # coqui's restore adds 1 to "step" (the index of the last completed step).
+        return {"config": trainer.config.to_dict(), "step": steps_done - 1, "epoch": trainer.epochs_done,
+                "date": datetime.date.today().isoformat()}  # fmt: skip
+
+    def save(self, trainer: Any, steps_done: int) -> Path | None:
+        """A full checkpoint after `steps_done` steps; None when the weights are not finite."""
+        model = self._model_state(trainer)
+        if model is None:
+            return None
+        state = {**self._base_record(trainer, steps_done), "model": model,
+                 "optimizer": _objects_state(trainer.optimizer), "scheduler": _objects_state(trainer.scheduler),
+                 "scaler": trainer.scaler.state_dict() if getattr(trainer, "use_amp_scaler", False) else None}  # fmt: skip
+        path = self._write(state, checkpoint_path(self.run_dir, steps_done))
+        for _, old in checkpoints(self.run_dir)[: -self.keep]:
+            if old != path:
+                old.unlink(missing_ok=True)
+        if self.on_saved is not None:
+            self.on_saved("last", path, steps_done)
+        return path
+
+    def save_best(self, trainer: Any, steps_done: int, loss: dict[str, Any]) -> Path | None:
+        """The best model so far, weights only; None when the weights are not finite."""
+        model = self._model_state(trainer)
+        if model is None:
+            return None
+        state = {**self._base_record(trainer, steps_done), "model": model, "model_loss": loss}
+        path = self._write(state, self.run_dir / BEST_MODEL_FILE)
+        if self.on_saved is not None:
+            self.on_saved("best", path, steps_done)
+        return path
