@@ -97,6 +97,7 @@ class MetricsLogger(BaseDashboardLogger):
             "lr": _number(stats.get("current_lr")),
             "grad_norm": _number(stats.get("grad_norm")),
             "amp_scale": _number(stats.get("amp_scaler")),
+            "clips_failed": self.clips_failed(),
         }
 
     def eval_stats(self, step: int, stats: dict[str, Any]) -> None:
@@ -115,6 +116,11 @@ class MetricsLogger(BaseDashboardLogger):
     def status(self, status: str, **fields: Any) -> None:
         """A run-level event: started, resumed, stopped, finished, failed..."""
         self._emit({"type": "status", "status": status, **fields})
+
+    def clips_failed(self) -> int:
+        """Clips the data loader could not load so far (the model collects them from every batch)."""
+        model = self.trainer._get_model() if hasattr(self.trainer, "_get_model") else None
+        return len(getattr(model, "clip_failures", ()))
 
     def _epoch(self) -> int:
         return int(getattr(self.trainer, "epochs_done", 0)) + 1

@@ -90,6 +90,7 @@ class TrainingRun:
         self.run_dir: Path | None = None
         self.metrics: MetricsLogger | None = None
         self.setup: TrainingSetup | None = None
+        self.clip_failures: list[str] = []
 
     # --- before any folder or model exists ------------------------------------------------------------
     def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
@@ -126,6 +127,7 @@ class TrainingRun:
             try:
                 self.setup.trainer.fit()
             finally:
+                self.clip_failures = list(self.setup.trainer.model.clip_failures)  # the model is released next
                 self.setup.release()
             return self._finish(base)
 
@@ -197,8 +199,14 @@ class TrainingRun:
             raise
 
     def _fail(self, error: str) -> None:
-        steps = self.setup.trainer.total_steps_done if self.setup is not None else 0
-        self._set_status(RunStatus.FAILED, finished=now_iso(), error=error, steps_done=steps)
+        trainer = self.setup.trainer if self.setup is not None else None
+        extra = {} if trainer is None else {"stop_checkpoint": trainer.stop_checkpoint, **self._clip_failures()}
+        self._set_status(RunStatus.FAILED, finished=now_iso(), error=error,
+                         steps_done=trainer.total_steps_done if trainer else 0, **extra)  # fmt: skip
+
+    def _clip_failures(self) -> dict[str, Any]:
+        """How many clips could not be loaded during training, and the first few, for run.json and the page."""
+        return {"clips_failed": len(self.clip_failures), "clip_failures": self.clip_failures[:20]}
 
     # --- after training -------------------------------------------------------------------------------
     def _finish(self, base: BaseModel) -> RunOutput:
@@ -220,14 +228,18 @@ class TrainingRun:
                            "text_frontend": self.frontend.to_dict(), "run_dir": str(self.run_dir),
                            "steps_done": trainer.total_steps_done},
         )  # fmt: skip
+        failures = self._clip_failures()
+        skipped = (f" {failures['clips_failed']} clip(s) could not be loaded and were skipped (listed in run.json)."
+                   if failures["clips_failed"] else "")  # fmt: skip
         message = {
             RunStatus.FINISHED: "Training finished.",
             RunStatus.STOPPED: f"Stopped at step {trainer.total_steps_done}; checkpoint saved: {trainer.stop_checkpoint}",
             RunStatus.INTERRUPTED: f"Interrupted at step {trainer.total_steps_done}; checkpoint saved: "
                                    f"{trainer.stop_checkpoint}",
-        }.get(status, status.value)  # fmt: skip
+        }.get(status, status.value) + skipped  # fmt: skip
         self._set_status(status, finished=now_iso(), steps_done=trainer.total_steps_done, checkpoint_path=str(checkpoint),
-                         stop_checkpoint=trainer.stop_checkpoint, ready_dir=str(ready), message=message)  # fmt: skip
+                         stop_checkpoint=trainer.stop_checkpoint, ready_dir=str(ready), message=message,
+                         **failures)  # fmt: skip
         print(f"\n{message}\nReady for inference: {ready}", flush=True)
         return RunOutput(self.run_dir, ready, checkpoint)
 

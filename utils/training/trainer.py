@@ -26,9 +26,17 @@ import torch
 import trainer.trainer as coqui_trainer_module
 from TTS.tts.layers.xtts.trainer.gpt_trainer import GPTTrainer
 from trainer import Trainer
+from trainer.utils.distributed import is_dist_avail_and_initialized
 
 from utils.files import write_json_atomic
-from utils.training.checkpoints import BEST_MODEL_FILE, CheckpointWriter, checkpoint_path, newest_checkpoint
+from utils.training.dataset import FAILURES_KEY, FineTuneXTTSDataset
+from utils.training.checkpoints import (
+    BEST_MODEL_FILE,
+    CheckpointWriter,
+    DiskFull,
+    checkpoint_path,
+    newest_checkpoint,
+)
 from utils.training.run_record import RunStatus
 
 log = logging.getLogger(__name__)
@@ -46,13 +54,41 @@ class TrainingDiverged(RuntimeError):
 
 
 class FineTuneGPTTrainer(GPTTrainer):
-    """coqui's GPTTrainer whose checkpoints leave out the frozen DVAE and HiFi-GAN decoder."""
+    """coqui's GPTTrainer whose checkpoints leave out the frozen DVAE and HiFi-GAN decoder, and whose data
+    loader reports the clips it cannot load (`clip_failures`: "path: reason", in the order they failed)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.clip_failures: list[str] = []
 
     def state_dict(self, *args, **kwargs):  # type: ignore[override]
         state = super().state_dict(*args, **kwargs)
         for key in [k for k in state if k.startswith(_FROZEN_PREFIXES)]:
             del state[key]
         return state
+
+    def get_data_loader(self, config: Any, *, is_eval: bool = False, samples: list[Any] | None = None,
+                        verbose: bool = True) -> torch.utils.data.DataLoader:  # fmt: skip
+        """coqui's loader, with the dataset that reports clips it cannot load, and the loader options wired:
+        workers, pinned memory when a GPU takes the batches, workers kept alive across epochs."""
+        dataset = FineTuneXTTSDataset(self.config, samples, self.xtts.tokenizer, config.audio.sample_rate, is_eval)
+        if is_dist_avail_and_initialized():
+            torch.distributed.barrier()
+        sampler = None if is_eval else self.get_sampler(config, dataset)
+        workers = config.num_eval_loader_workers if is_eval else config.num_loader_workers
+        return torch.utils.data.DataLoader(
+            dataset, sampler=sampler, shuffle=False, drop_last=False, collate_fn=dataset.collate_fn,
+            batch_size=config.eval_batch_size if is_eval else config.batch_size, num_workers=workers,
+            pin_memory=torch.cuda.is_available(), persistent_workers=workers > 0,
+        )  # fmt: skip
+
+    def format_batch(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """Take the load failures the batch carries (from any worker process) into `clip_failures`."""
+        failures = batch.pop(FAILURES_KEY, [])
+        for failure in failures:
+            log.warning("A clip could not be loaded and was skipped: %s", failure)
+        self.clip_failures.extend(failures)
+        return super().format_batch(batch)
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):  # type: ignore[override]
         result = super().load_state_dict(state_dict, strict=False, assign=assign)
@@ -194,14 +230,26 @@ class FineTuneTrainer(Trainer):
         except KeyboardInterrupt:
             self.outcome = RunStatus.INTERRUPTED
             self._save_after_stop()
-        except TrainingDiverged:
+        except (TrainingDiverged, DiskFull):
+            self.outcome = RunStatus.FAILED  # nothing more worth writing, or no room to write it
+            raise
+        except Exception:
             self.outcome = RunStatus.FAILED
+            self._save_after_failure()  # the steps since the last checkpoint are not lost
             raise
         finally:
             try:
                 self.dashboard_logger.finish()
             finally:
                 self.close_log_files()
+
+    def _save_after_failure(self) -> None:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # after an out-of-memory error the save needs the cached blocks back
+        try:
+            self._save_after_stop()
+        except Exception as exc:  # noqa: BLE001 - the original error is the one to report
+            log.warning("Could not save a checkpoint after the failure: %s", exc)
 
     def close_log_files(self) -> None:
         trainer_log = logging.getLogger("trainer")

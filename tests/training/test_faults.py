@@ -1,0 +1,182 @@
+"""Runs under faults, on the tiny model with coqui's real trainer: kill -9, two runs at once, a full disk, a NaN
+loss, clips deleted mid-run. Each checks the run folder afterwards: a true status, a finite and loadable last
+checkpoint, and a resume that finishes."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers import write_dataset
+from utils.data.validation import validate_dataset
+from utils.files import read_jsonl
+from utils.gpt_train import train_gpt
+from utils.training.checkpoints import checkpoints, newest_checkpoint, non_finite_tensors
+from utils.training.run_record import list_runs, read_run
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = dict(version="tiny", language="en", enable_mixed_precision=False, num_workers=0, print_step=50)
+
+
+def steps(run_dir: str | Path) -> list[int]:
+    return [r["step"] for r in read_jsonl(Path(run_dir) / "metrics.jsonl") if r["type"] == "train"]
+
+
+def assert_resumable(run_dir: str | Path, csv_path: Path, **common) -> None:
+    """The newest checkpoint is finite and loads; a resume from the folder finishes the plan."""
+    newest = newest_checkpoint(Path(run_dir))
+    assert newest is not None, f"no checkpoint in {run_dir}"
+    state = torch.load(newest, map_location="cpu", weights_only=True)
+    assert not non_finite_tensors(state["model"]), f"{newest.name} holds NaN/inf weights"
+    assert not list(Path(run_dir).glob("*.tmp")) and not list(Path(run_dir).glob(".*.tmp")), "temporary files left"
+    resumed = train_gpt(train_csv=str(csv_path), resume_from=str(run_dir), **{**FAST, **common})
+    assert resumed.status == "finished" and resumed.run_dir == str(run_dir)
+    train_rows = validate_dataset(csv_path).train_count
+    assert max(steps(run_dir)) == common["num_epochs"] * -(-train_rows // common["batch_size"]), "the plan, exactly"
+
+
+def cli_train(csv_path: Path, output: Path, *extra: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "utils.cli", "train", "--version", "tiny", "--train-csv", str(csv_path),
+               "--output-path", str(output), "--no-enable-mixed-precision", "--num-workers", "0", "--batch-size", "2",
+               "--grad-acumm", "1", *extra]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for_steps(output: Path, count: int, process: subprocess.Popen, timeout: float = 180) -> Path:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for run_dir in list_runs(output):
+            if len(steps(run_dir)) >= count:
+                return run_dir
+        if process.poll() is not None:
+            raise AssertionError(f"the run ended early:\n{process.stdout.read()[-3000:]}")
+        time.sleep(0.3)
+    raise AssertionError(f"no run reached {count} steps in {timeout}s")
+
+
+def test_kill_9_of_the_training_process_is_recorded_and_the_run_resumes(tmp_path, tiny_base):
+    csv_path = write_dataset(tmp_path / "data", n=14)
+    process = cli_train(csv_path, tmp_path / "out", "--num-epochs", "40", "--save-step", "2")
+    try:
+        run_dir = wait_for_steps(tmp_path / "out", 5, process)
+        process.send_signal(signal.SIGKILL)
+        process.wait(30)
+    finally:
+        process.kill()
+    record = read_run(run_dir)  # the reader finds the process gone and says so, on disk too
+    assert record["status"] == "failed" and "ended without recording how" in record["error"]
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
+    assert record["last_checkpoint"] and Path(record["last_checkpoint"]).is_file()
+    assert_resumable(run_dir, csv_path, num_epochs=2, batch_size=2, grad_acumm=1, save_step=2)
+
+
+def test_two_runs_started_at_once_on_one_output_folder_never_share_a_folder(tmp_path, tiny_base):
+    csv_path = write_dataset(tmp_path / "data", n=8)
+    first = cli_train(csv_path, tmp_path / "out", "--num-epochs", "2", "--run-name", "same")
+    second = cli_train(csv_path, tmp_path / "out", "--num-epochs", "2", "--run-name", "same")
+    outputs = [p.communicate(timeout=300)[0] for p in (first, second)]
+    assert first.returncode == 0 and second.returncode == 0, "\n".join(o[-2000:] for o in outputs)
+    runs = list_runs(tmp_path / "out")
+    assert len(runs) == 2 and len({r.name for r in runs}) == 2
+    for run_dir in runs:
+        assert read_run(run_dir)["status"] == "finished"
+        assert steps(run_dir) == list(range(1, len(steps(run_dir)) + 1)), "each step logged once, in order"
+        assert (run_dir / "ready" / "model.pth").is_file()
+
+
+def test_a_full_disk_during_a_checkpoint_write_keeps_the_last_good_one(tmp_path, tiny_base, monkeypatch):
+    csv_path = write_dataset(tmp_path / "data", n=14)
+    common = dict(num_epochs=2, batch_size=2, grad_acumm=1, save_step=2)
+    real_save = torch.save
+
+    def save_until_the_disk_fills(obj, handle, *args, **kwargs):
+        # The real write path (utils.files.atomic_output) runs; the device says "full" from the 4th step on.
+        if isinstance(obj, dict) and obj.get("step", 0) >= 3 and "optimizer" in obj:
+            handle.write(b"\0" * 4096)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(obj, handle, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save_until_the_disk_fills)
+    with pytest.raises(Exception, match="The disk is full"):
+        train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out"), **FAST, **common)
+    monkeypatch.setattr(torch, "save", real_save)
+    run_dir = list_runs(tmp_path / "out")[0]
+    record = read_run(run_dir)
+    assert record["status"] == "failed" and "The disk is full: checkpoint_4.pth" in record["error"]
+    assert "the last good checkpoint is kept" in record["error"] and "checkpoint_2.pth" in record["error"]
+    assert [n for n, _ in checkpoints(run_dir)] == [2], "no truncated checkpoint_4 in place of a good one"
+    assert_resumable(run_dir, csv_path, **common)
+
+
+def test_a_nan_loss_never_saves_a_non_finite_model_nor_drops_the_last_finite_one(tmp_path, tiny_base, monkeypatch):
+    from utils.training.trainer import FineTuneGPTTrainer
+
+    csv_path = write_dataset(tmp_path / "data", n=14)
+    common = dict(num_epochs=4, batch_size=2, grad_acumm=1, save_step=2, save_n_checkpoints=1)
+    real_step = FineTuneGPTTrainer.train_step
+    calls = {"n": 0}
+
+    def step_that_diverges(self, batch, criterion, *args, **kwargs):
+        outputs, losses = real_step(self, batch, criterion, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] > 3:  # from the 4th step on the loss (and so every gradient) is NaN
+            losses = {k: v * float("nan") if torch.is_tensor(v) else v for k, v in losses.items()}
+        return outputs, losses
+
+    monkeypatch.setattr(FineTuneGPTTrainer, "train_step", step_that_diverges)
+    with pytest.raises(Exception, match="training diverged"):
+        train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out"), **FAST, **common)
+    monkeypatch.setattr(FineTuneGPTTrainer, "train_step", real_step)
+    run_dir = list_runs(tmp_path / "out")[0]
+    assert read_run(run_dir)["status"] == "failed"
+    assert [n for n, _ in checkpoints(run_dir)] == [2], "the NaN steps' saves were refused; checkpoint_2 stays"
+    assert_resumable(run_dir, csv_path, **common)
+
+
+def test_clips_deleted_mid_run_are_counted_and_none_left_fails_with_a_checkpoint(tmp_path, tiny_base):
+    csv_path = write_dataset(tmp_path / "data", n=8)
+    clips = sorted((tmp_path / "data" / "wavs").glob("*.wav"))
+    common = dict(num_epochs=6, batch_size=2, grad_acumm=1, save_step=100, seed=3)
+    kept = {}
+
+    def delete(paths):
+        def on_record(record):
+            if record["type"] == "train" and record["step"] == 2 and not kept:
+                for path in paths:
+                    kept[path] = path.read_bytes()
+                    path.unlink()
+        return on_record
+
+    result = train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out"), progress_callback=delete(clips[:1]),
+                       **FAST, **common)  # fmt: skip
+    record = read_run(result.run_dir)
+    assert result.status == "finished" and record["clips_failed"] >= 1
+    assert clips[0].name in record["clip_failures"][0] and "skipped" in record["message"]
+    trains = [r for r in read_jsonl(Path(result.run_dir) / "metrics.jsonl") if r["type"] == "train"]
+    assert trains[-1]["clips_failed"] == record["clips_failed"] and trains[0]["clips_failed"] == 0
+    for path, data in kept.items():
+        path.write_bytes(data)
+
+    kept.clear()
+    with pytest.raises(Exception, match="None of the .* training clips can be loaded"):
+        train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out2"), progress_callback=delete(clips),
+                  **FAST, **common)  # fmt: skip
+    run_dir = list_runs(tmp_path / "out2")[0]
+    record = read_run(run_dir)
+    assert record["status"] == "failed" and "NoLoadableClips" in record["error"]
+    assert record["stop_checkpoint"] and Path(record["stop_checkpoint"]).is_file(), "the steps done are saved"
+    for path, data in kept.items():
+        path.write_bytes(data)
+    assert_resumable(run_dir, csv_path, **common)
