@@ -31,7 +31,8 @@ def progress(records: list[dict[str, Any]]) -> dict[str, Any]:
     total = next((r.get("total_steps") for r in reversed(records) if r.get("total_steps")), None)
     if not train:
         return {"step": 0, "total": total, "fraction": 0.0, "eta_s": None, "epoch": None, "loss": None,
-                "eval_loss": evals[-1]["eval_loss"] if evals else None, "samples_per_sec": None}  # fmt: skip
+                "eval_loss": evals[-1]["eval_loss"] if evals else None, "samples_per_sec": None,
+                "clips_failed": 0}  # fmt: skip
     last = train[-1]
     recent = [r for r in train[-20:] if r.get("step_time")]
     per_step = sum(r["step_time"] + (r.get("loader_time") or 0) for r in recent) / len(recent) if recent else None
@@ -45,13 +46,16 @@ def progress(records: list[dict[str, Any]]) -> dict[str, Any]:
         "loss": last.get("loss"),
         "eval_loss": evals[-1]["eval_loss"] if evals else None,
         "samples_per_sec": last.get("samples_per_sec"),
+        "clips_failed": last.get("clips_failed") or 0,
     }
 
 
 def status_markdown(state: Any, info: dict[str, Any]) -> str:
-    """The status panel from the run state and `progress(records)`."""
-    color = STATUS_COLORS.get(state.status, "#6b7280")
-    lines = [f'### <span style="color:{color}">{state.status.capitalize()}</span>', state.message]
+    """The status panel from the run state and `progress(records)`. The message names the one checkpoint
+    that matters (the one to resume from, for a stopped run)."""
+    status = str(getattr(state.status, "value", state.status))
+    color = STATUS_COLORS.get(status, "#6b7280")
+    lines = [f'### <span style="color:{color}">{status.capitalize()}</span>', state.message]
     if info["step"]:
         total = info["total"] or "?"
         loss = "NaN/inf" if info["loss"] is None else f"{info['loss']:.4f}"
@@ -65,15 +69,21 @@ def status_markdown(state: Any, info: dict[str, Any]) -> str:
         lines.append(f"Elapsed {_duration(end - state.started_at)}")
     if state.run_dir:
         lines.append(f"Run folder: `{state.run_dir}`")
-    if state.result.get("checkpoint_path"):
-        lines.append(f"Checkpoint: `{state.result['checkpoint_path']}`")
+    if info.get("clips_failed"):
+        lines.append(f"⚠ {info['clips_failed']} clip(s) could not be loaded and were skipped (the log names them).")
     return "\n\n".join(lines)
 
 
 def progress_html(info: dict[str, Any], status: str) -> str:
     """A progress bar from `progress(records)`."""
+    status = str(getattr(status, "value", status))
     percent = 100.0 if status == "finished" else 100.0 * info["fraction"]
-    label = f"{info['step']} / {info['total'] or '?'} steps" if info["total"] else "waiting for the first step"
+    if info["total"]:
+        label = f"{info['step']} / {info['total']} steps"
+    elif status in ("starting", "running"):
+        label = "waiting for the first step"
+    else:
+        label = "no steps" if status != "idle" else "no run yet"
     return (
         '<div class="train-progress" style="border:1px solid #8884;border-radius:6px;height:22px;position:relative">'
         f'<div style="width:{percent:.1f}%;height:100%;background:#3b82f6aa;border-radius:6px"></div>'

@@ -75,6 +75,7 @@ def refresh(ctx: UIContext) -> tuple[Any, ...]:
         run_view.code_snippet(state.arguments) if state.arguments else "",
         gr.update(interactive=not state.active),
         gr.update(interactive=state.active and state.status.value != "stopping"),
+        gr.skip() if state.active else "",  # "Training started." / "Stopping..." end with the run
     )
 
 
@@ -168,7 +169,7 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
         timer = gr.Timer(REFRESH_SECONDS)
 
     components = [f(cid) for cid in form.form_ids()]
-    outputs = [status, bar, loss_plot, memory, memory_plot, log, code, start, stop]
+    outputs = [status, bar, loss_plot, memory, memory_plot, log, code, start, stop, start_message]
     start_handler = form.with_form_signature(lambda *values: start_run(ctx, dict(zip(form.form_ids(), values))))
     start.click(start_handler, components, start_message, api_name="start_training", concurrency_limit=1,
                 concurrency_id=GPU_QUEUE).then(lambda: refresh(ctx), None, outputs, api_visibility="undocumented")  # fmt: skip
@@ -183,7 +184,7 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
                            api_visibility="undocumented")  # fmt: skip
     timer.tick(lambda: refresh(ctx), None, outputs, api_visibility="undocumented", show_progress="hidden")
     return ctx.register("train", {"refresh_outputs": outputs, "start": start, "stop": stop, "status": status,
-                                  "start_message": start_message})  # fmt: skip
+                                  "start_message": start_message, "timer": timer})  # fmt: skip
 
 
 def register_status_api(ctx: UIContext) -> None:

@@ -22,6 +22,16 @@ CSS = """
 """
 
 
+def run_lists(ctx: UIContext, seen: str) -> tuple:
+    """New choices for the run pickers when the runs (or their statuses) changed since `seen`, else no update."""
+    runs, ready = ctx.run_choices(), ctx.run_choices(ready_only=True)
+    signature = repr(runs)
+    if signature == seen:
+        return gr.skip(), gr.skip(), gr.skip(), seen
+    return (gr.update(choices=[("(new run)", ""), *runs]), gr.update(choices=ready), gr.update(choices=ready),
+            signature)  # fmt: skip
+
+
 def build_ui(output_dir: str | Path, runner: TrainingRunner | None = None) -> tuple[gr.Blocks, UIContext]:
     output_dir = Path(output_dir).resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -46,10 +56,10 @@ def build_ui(output_dir: str | Path, runner: TrainingRunner | None = None) -> tu
         demo.load(lambda: refresh(ctx), None, ctx["train.refresh_outputs"], api_visibility="undocumented")
         form_components = [ctx[f"form.{cid}"] for cid in form.form_ids()]
         demo.load(lambda: form_on_load(ctx), None, form_components, api_visibility="undocumented")
-        demo.load(
-            lambda: (gr.update(choices=[("(new run)", ""), *ctx.run_choices()]),
-                     gr.update(choices=ctx.run_choices(ready_only=True)),
-                     gr.update(choices=ctx.run_choices(ready_only=True))),
-            None, [ctx["form.resume_from"], ctx["test.run"], ctx["export.run"]], api_visibility="undocumented",
-        )  # fmt: skip
+        # Run lists follow the runs by themselves: refreshed on load and whenever a run starts or ends.
+        lists = [ctx["form.resume_from"], ctx["test.run"], ctx["export.run"]]
+        seen = gr.State("")
+        demo.load(lambda: run_lists(ctx, ""), None, [*lists, seen], api_visibility="undocumented")
+        ctx["train.timer"].tick(lambda last: run_lists(ctx, last), seen, [*lists, seen],
+                                api_visibility="undocumented", show_progress="hidden")  # fmt: skip
     return demo, ctx
