@@ -1,7 +1,10 @@
 # syntax=docker/dockerfile:1.7
 # The PyTorch wheels carry their own CUDA libraries; the base image supplies the runtime the
 # NVIDIA container toolkit expects. Run with (see README): docker run --gpus all --stop-timeout 120
-#   -p 127.0.0.1:7860:7860 -v $PWD/models:/app/models -v $PWD/output:/app/output IMAGE
+#   -p 127.0.0.1:7860:7860 -e XTTS_AUTH=user:password -v $PWD/models:/app/models -v $PWD/output:/app/output
+#   -v $PWD/data:/data IMAGE
+# Inside the container the app binds 0.0.0.0 (so the port can be published), which needs XTTS_AUTH, or
+# XTTS_INSECURE_OPEN=1 when the port is published on 127.0.0.1 only.
 FROM nvidia/cuda:13.0.1-runtime-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive \
@@ -22,6 +25,7 @@ COPY requirements.txt .
 RUN --mount=type=cache,target=/root/.cache/pip pip install -r requirements.txt
 
 COPY . .
-VOLUME ["/app/models", "/app/output"]
+RUN mkdir -p /data
+VOLUME ["/app/models", "/app/output", "/data"]
 EXPOSE 7860
-CMD ["python", "app.py", "--host", "0.0.0.0"]
+CMD ["python", "app.py", "--host", "0.0.0.0", "--data-dir", "/data"]

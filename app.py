@@ -6,18 +6,39 @@ import argparse
 import atexit
 import os
 import signal
+from pathlib import Path
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="XTTS v2 fine-tuning studio (web UI).")
-    parser.add_argument("--host", default="127.0.0.1", help="Address to bind; 0.0.0.0 exposes the app to your network.")
+    parser.add_argument("--host", default="127.0.0.1", help="Address to bind; 0.0.0.0 exposes the app to your network "
+                        "(then --auth is required).")  # fmt: skip
     parser.add_argument("--port", type=int, default=7860, help="Port to listen on.")
-    parser.add_argument("--share", action="store_true", help="Also create a public gradio.live link.")
-    parser.add_argument("--auth", default="", help="Require a login, as user:password.")
+    parser.add_argument("--share", action="store_true", help="Also create a public gradio.live link (needs --auth).")
+    parser.add_argument("--auth", default=os.environ.get("XTTS_AUTH", ""),
+                        help="Require a login, as user:password (default: $XTTS_AUTH).")
+    parser.add_argument("--insecure-open", action="store_true", default=os.environ.get("XTTS_INSECURE_OPEN") == "1",
+                        help="Serve beyond this machine without a login: anyone who reaches the port can train "
+                        "(default: $XTTS_INSECURE_OPEN=1).")  # fmt: skip
     parser.add_argument("--output-dir", default="output", help="Where datasets, runs and exports are written.")
+    parser.add_argument("--data-dir", action="append", default=[], metavar="FOLDER",
+                        help="A folder whose datasets the page may read by typed path (repeatable). Uploads and the "
+                        "output folder are always allowed; nothing else is.")  # fmt: skip
     args = parser.parse_args(argv)
-    if args.auth and ":" not in args.auth:
-        parser.error("--auth takes user:password")
+    if args.auth:
+        user, _, password = args.auth.partition(":")
+        if not user.strip() or not password:
+            parser.error("--auth takes user:password, both non-empty")
+    exposed = args.share or args.host not in LOOPBACK
+    if exposed and not args.auth and not args.insecure_open:
+        parser.error(f"serving on {'a public link' if args.share else args.host} needs --auth user:password (or "
+                     "--insecure-open to accept that anyone who reaches the port can train and read your runs).")  # fmt: skip
+    for folder in args.data_dir:
+        if not Path(folder).expanduser().is_dir():
+            parser.error(f"--data-dir {folder} is not a folder")
     return args
 
 
@@ -31,10 +52,10 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no calls home
     from webui.ui import CSS, build_ui
 
-    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.auth:
-        print(f"warning: serving on {args.host} without --auth: anyone who can reach this port can train, read "
-              "the datasets and runs under the output folder, and use the GPU.", flush=True)  # fmt: skip
-    demo, ctx = build_ui(args.output_dir)
+    if args.insecure_open and not args.auth and (args.share or args.host not in LOOPBACK):
+        print(f"warning: serving on {args.host} without a login (--insecure-open): anyone who can reach this port "
+              "can train, use the GPU and download exports.", flush=True)  # fmt: skip
+    demo, ctx = build_ui(args.output_dir, data_dirs=[Path(d).expanduser().resolve() for d in args.data_dir])
     # On exit (Ctrl-C or SIGTERM), a running training child is asked to stop, which saves a checkpoint.
     atexit.register(ctx.runner.shutdown)
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
@@ -43,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
         server_port=args.port,
         share=args.share,
         auth=tuple(args.auth.split(":", 1)) if args.auth else None,
-        allowed_paths=[str(ctx.output_dir)],
+        # Only what the app hands out is served: exports and generated audio, never checkpoints or datasets.
+        allowed_paths=[str(ctx.output_dir / "exports"), str(ctx.output_dir / "synthesized")],
         ssr_mode=False,
         css=CSS,
     )

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from utils.model.base_models import models_root
 from utils.model.ready import READY_DIR
 from utils.training.run_record import list_runs, read_run
+from webui.paths import AppRoots
 from webui.runner import TrainingRunner
 
 GPU_QUEUE = "gpu"  # concurrency_id: training start and synthesis share the GPU, one job at a time
@@ -21,7 +23,12 @@ GPU_QUEUE = "gpu"  # concurrency_id: training start and synthesis share the GPU,
 class UIContext:
     output_dir: Path
     runner: TrainingRunner
+    data_dirs: tuple[Path, ...] = ()  # the operator's data folders (--data-dir), readable from the web
     components: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def roots(self) -> AppRoots:
+        return AppRoots(self.output_dir, tuple(self.data_dirs), models_root())
 
     def register(self, tab: str, components: dict[str, Any]) -> dict[str, Any]:
         for name, component in components.items():
@@ -39,7 +46,7 @@ class UIContext:
 
     @property
     def datasets_dir(self) -> Path:
-        return self.output_dir / "datasets"
+        return self.roots.datasets_dir
 
     def run_choices(self, *, ready_only: bool = False) -> list[tuple[str, str]]:
         """(label, path) of the runs under the output folder, newest first, with their true status."""

@@ -20,6 +20,7 @@ from utils.data.csv_reader import AUDIO_EXTENSIONS, detect_layout
 from utils.training.text_checks import text_check_options
 from utils.text.languages import LANGUAGE_CHOICES, canonical_language, whisper_language
 from utils.data.prepare import prepare_dataset, preview_rows
+from utils.model.base_models import models_root
 from webui import form
 from webui.context import GPU_QUEUE, UIContext
 
@@ -87,8 +88,10 @@ def validate_handler(
     use_g2p=False, progress=gr.Progress(),
 ):  # fmt: skip
     """Check the dataset; returns the summary, tables, preview and the CSV paths for the Fine-tune tab."""
-    train_csv, eval_csv = _path_of(train_upload, train_path), _path_of(eval_upload, eval_path)
     try:
+        train_csv = str(ctx.roots.dataset_file(_path_of(train_upload, train_path), "train CSV"))
+        eval_given = _path_of(eval_upload, eval_path)
+        eval_csv = str(ctx.roots.dataset_file(eval_given, "eval CSV")) if eval_given else ""
         report = validate_dataset(
             train_csv, eval_csv or None, language, form.from_display("max_audio_length", float(max_seconds)),
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
@@ -130,7 +133,10 @@ def zip_handler(ctx: UIContext, zip_upload, language, max_seconds, version="tiny
 
     if not zip_upload:
         raise gr.Error("Upload a .zip holding your audio and a metadata CSV first.")
-    source = Path(_path_of(zip_upload, ""))
+    try:
+        source = ctx.roots.dataset_file(_path_of(zip_upload, ""), "zip")
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
     ctx.datasets_dir.mkdir(parents=True, exist_ok=True)
     target = Path(tempfile.mkdtemp(prefix=f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', source.stem)[:60]}-",
                                    dir=ctx.datasets_dir))  # fmt: skip
@@ -161,8 +167,10 @@ def prepare_handler(
         raise gr.Error("Check a dataset first (its CSV path is then filled in).")
     folder = prepared_folder(ctx, name, language)
     try:
+        train_csv = ctx.roots.dataset_file(train_csv, "train CSV")
+        eval_csv = ctx.roots.dataset_file(eval_csv, "eval CSV") if eval_csv else None
         prepared = prepare_dataset(
-            train_csv, folder, eval_csv or None, language, form.from_display("max_audio_length", float(max_seconds)),
+            train_csv, folder, eval_csv, language, form.from_display("max_audio_length", float(max_seconds)),
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
             **_check_options(version, language, use_g2p),
         )  # fmt: skip
@@ -175,14 +183,20 @@ def prepare_handler(
 def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, speaker, progress=gr.Progress()):
     from utils.data.transcription import FasterWhisperTranscriber, TranscriberUnavailable, transcribe_recordings
 
-    paths = [_path_of(f, "") for f in (recordings or [])]
+    try:
+        paths = [str(ctx.roots.dataset_file(_path_of(f, ""), "recording")) for f in (recordings or [])]
+        model = whisper_model or "large-v3"
+        if any(sep in model for sep in ("/", "\\")) and model.count("/") != 1:  # a folder, not a hub "owner/name"
+            model = str(ctx.roots.confine(model, (models_root() / "whisper",), "Whisper model folder"))
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
     if not paths:
         raise gr.Error("Upload one or more long recordings first.")
     out = ctx.datasets_dir / f"transcribed-{time.strftime('%Y%m%d-%H%M%S')}"
     lang = canonical_language(language)
     try:
         csv_path = transcribe_recordings(
-            paths, out, FasterWhisperTranscriber(whisper_model or "large-v3"),
+            paths, out, FasterWhisperTranscriber(model),
             language=whisper_language(lang), speaker_name=speaker or "speaker",
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
         )  # fmt: skip

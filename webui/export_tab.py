@@ -29,7 +29,7 @@ def export_handler(ctx: UIContext, run: str, delete_checkpoints: bool) -> tuple[
     if not run:
         raise gr.Error("Pick a run to export.")
     try:
-        ready = find_ready_dir(run)
+        ready = find_ready_dir(ctx.roots.run_folder(run, "run"))
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
     run_dir = ready.parent

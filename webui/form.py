@@ -13,6 +13,7 @@ from dataclasses import fields
 from typing import Any
 
 from utils.training.arguments import Option, TrainArguments
+from webui.paths import AppRoots
 
 # Set by the app, never by the form: where runs are written.
 APP_OWNED = ("output_path",)
@@ -58,8 +59,9 @@ def _empty_to_default(name: str, value: Any) -> Any:
     return value.strip() if isinstance(value, str) else value
 
 
-def arguments_from_form(values: dict[str, Any], output_dir: str) -> TrainArguments:
-    """The checked TrainArguments of a form submission (keys are component ids); ValueError says what is wrong."""
+def arguments_from_form(values: dict[str, Any], output_dir: str, roots: AppRoots | None = None) -> TrainArguments:
+    """The checked TrainArguments of a form submission (keys are component ids); ValueError says what is wrong.
+    With `roots`, every path in it must lie inside the app's folders (see webui.paths)."""
     unknown = sorted(set(values) - set(form_ids()))
     if unknown:
         raise ValueError(f"Unknown form field(s): {', '.join(unknown)}.")
@@ -68,7 +70,19 @@ def arguments_from_form(values: dict[str, Any], output_dir: str) -> TrainArgumen
     arguments = TrainArguments(**kwargs, output_path=str(output_dir))
     if not arguments.train_csv:
         raise ValueError("No dataset yet: check one in the Dataset tab (or type the train CSV path).")
-    return arguments
+    return arguments if roots is None else confined(arguments, roots)
+
+
+def confined(arguments: TrainArguments, roots: AppRoots) -> TrainArguments:
+    """The arguments with every path resolved inside the app's folders; PathRefused for any outside."""
+    changes = {"train_csv": str(roots.dataset_file(arguments.train_csv, "train CSV"))}
+    if arguments.eval_csv:
+        changes["eval_csv"] = str(roots.dataset_file(arguments.eval_csv, "eval CSV"))
+    if arguments.custom_model:
+        changes["custom_model"] = str(roots.model_file(arguments.custom_model))
+    if arguments.resume_from:
+        changes["resume_from"] = str(roots.run_folder(arguments.resume_from, "resume_from"))
+    return arguments.replace(**changes)
 
 
 def with_form_signature(handler: Callable[..., Any]) -> Callable[..., Any]:

@@ -27,7 +27,10 @@ def synthesize_handler(
     if not source:
         raise gr.Error("Pick a finished run (or type the path of a ready/ folder).")
     try:
-        ready = find_ready_dir(source)
+        ready = find_ready_dir(ctx.roots.run_folder(source, "model"))
+        if reference:
+            reference = str(ctx.roots.confine(reference, (*ctx.roots.data_roots(), ctx.output_dir.resolve()),
+                                              "reference audio"))  # fmt: skip
         output = ctx.output_dir / "synthesized" / f"{Path(source).name}-{time.strftime('%Y%m%d-%H%M%S')}.wav"
         synthesize(
             ready, text, language=language or None, reference_wav=reference or None, temperature=temperature,
@@ -36,14 +39,16 @@ def synthesize_handler(
         )  # fmt: skip
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
+    except Exception as exc:  # a model that fails to load or generate: say so on the page, not "upstream error"
+        raise gr.Error(f"Generation failed: {type(exc).__name__}: {exc}") from exc
     return str(output), str(output)
 
 
-def run_selected(run: str, ready_path: str) -> tuple[Any, Any]:
+def run_selected(ctx: UIContext, run: str, ready_path: str) -> tuple[Any, Any]:
     """The run's language and reference clip, to prefill the form."""
     source = (ready_path or "").strip() or run
     try:
-        ready = find_ready_dir(source)
+        ready = find_ready_dir(ctx.roots.run_folder(source, "model"))
     except ValueError:
         return gr.update(), gr.update()
     info = read_finetune_info(ready)
@@ -79,7 +84,8 @@ def create_test_tab(ctx: UIContext) -> dict[str, Any]:
     refresh_runs.click(lambda: gr.update(choices=ctx.run_choices(ready_only=True)), None, run,
                        api_visibility="undocumented")  # fmt: skip
     for trigger in (run.change, ready_path.submit):
-        trigger(run_selected, [run, ready_path], [language, reference], api_visibility="undocumented")
+        trigger(functools.partial(run_selected, ctx), [run, ready_path], [language, reference],
+                api_visibility="undocumented")
     generate.click(
         functools.partial(synthesize_handler, ctx),
         [run, ready_path, reference, text, language, temperature, length_penalty, repetition_penalty, top_k, top_p,

@@ -112,7 +112,7 @@ def form_on_load(ctx: UIContext) -> list[Any]:
 def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
     """Start a training run in a child process from form values (keys: component ids)."""
     try:
-        arguments = form.arguments_from_form(values, str(ctx.output_dir))
+        arguments = form.arguments_from_form(values, str(ctx.output_dir), ctx.roots)
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
     if ctx.runner.is_active():

@@ -32,10 +32,13 @@ def run_lists(ctx: UIContext, seen: str) -> tuple:
             signature)  # fmt: skip
 
 
-def build_ui(output_dir: str | Path, runner: TrainingRunner | None = None) -> tuple[gr.Blocks, UIContext]:
+def build_ui(output_dir: str | Path, runner: TrainingRunner | None = None,
+             data_dirs: list[Path] | tuple[Path, ...] = ()) -> tuple[gr.Blocks, UIContext]:  # fmt: skip
     output_dir = Path(output_dir).resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
-    ctx = UIContext(output_dir=output_dir, runner=runner or TrainingRunner(output_dir))
+    for served in ("exports", "synthesized"):
+        (output_dir / served).mkdir(exist_ok=True)
+    ctx = UIContext(output_dir=output_dir, runner=runner or TrainingRunner(output_dir), data_dirs=tuple(data_dirs))
     with gr.Blocks(title="XTTS fine-tuning studio") as demo:
         gr.Markdown("# XTTS fine-tuning studio")
         # The form exists before the tabs: the Dataset tab fills its CSV fields, the Fine-tune tab shows it.

@@ -21,8 +21,10 @@ from webui.train_tab import batch_markdown, plan_markdown
 
 
 def make_context(tmp_path: Path) -> UIContext:
+    """The app as launched with `--output-dir tmp/output --data-dir tmp/data`."""
     output = tmp_path / "output"
-    return UIContext(output_dir=output, runner=TrainingRunner(output))
+    (tmp_path / "data").mkdir(exist_ok=True)
+    return UIContext(output_dir=output, runner=TrainingRunner(output), data_dirs=((tmp_path / "data").resolve(),))
 
 
 # The form's values (component ids, the clip length in seconds) derive from the declaration, as in the app.
@@ -79,7 +81,7 @@ def test_validate_handler_turns_bad_input_into_a_message(tmp_path):
     import gradio as gr
 
     with pytest.raises(gr.Error, match="train_csv not found"):
-        validate_handler(make_context(tmp_path), None, str(tmp_path / "nope.csv"), None, "", "en", 11.6)
+        validate_handler(make_context(tmp_path), None, str(tmp_path / "data" / "nope.csv"), None, "", "en", 11.6)
 
 
 def test_status_views_from_metrics_records():
@@ -175,15 +177,16 @@ def test_zip_upload_is_extracted_safely_and_checked(tmp_path):
 
     ctx = make_context(tmp_path)
     csv_path = write_dataset(tmp_path / "data", n=5)
-    good = tmp_path / "voice.zip"
+    files = sorted((tmp_path / "data").rglob("*"))
+    good = tmp_path / "data" / "voice.zip"  # in a --data-dir folder, as an upload would be in Gradio's
     with zipfile.ZipFile(good, "w") as archive:
-        for file in (tmp_path / "data").rglob("*"):
+        for file in files:
             archive.write(file, f"voice/{file.relative_to(tmp_path / 'data')}")
     summary, *_, train_csv, eval_csv, language, train_rows = zip_handler(ctx, str(good), "en", 11.6)
     assert "Ready to train" in summary and train_rows == 4
     assert Path(train_csv).name == csv_path.name and ctx.datasets_dir in Path(train_csv).parents
 
-    evil = tmp_path / "evil.zip"
+    evil = tmp_path / "data" / "evil.zip"
     with zipfile.ZipFile(evil, "w") as archive:
         archive.writestr("../../escaped.csv", "audio_file|text|speaker_name\n")
     with pytest.raises(gr.Error, match="refused"):

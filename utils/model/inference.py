@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from utils.audio.io import AudioError, load_audio
 from utils.model.base_models import models_root
 from utils.model.checkpoints import loadable_checkpoint
 from utils.model.ready import READY_DIR, REFERENCE_WAV, read_finetune_info, recover_ready
@@ -87,6 +88,27 @@ def load_voice(path: str | os.PathLike) -> LoadedVoice:
     return _load(str(folder.resolve()), (folder / "model.pth").stat().st_mtime, _device())
 
 
+def check_reference(reference: Path) -> None:
+    """A reference clip that exists and decodes to at least half a second of sound (ValueError otherwise)."""
+    if not reference.is_file():
+        raise ValueError(f"Reference audio not found: {reference}.")
+    try:
+        wav, rate = load_audio(reference, None)
+    except AudioError as exc:
+        raise ValueError(f"The reference is not audio this app can read: {reference.name} {exc}.") from exc
+    if wav.size < rate // 2:
+        raise ValueError(f"The reference {reference.name} is shorter than 0.5 s; give 3-10 s of the voice.")
+
+
+def check_text_length(model: Any, text: str, language: str) -> None:
+    """XTTS reads at most its text-token limit per call; longer text is refused before generation starts."""
+    tokens = len(model.tokenizer.encode(text, language))
+    limit = int(model.args.gpt_max_text_tokens)
+    if tokens > limit:
+        raise ValueError(f"The text is {tokens} tokens, over XTTS's limit of {limit} per generation: split it into "
+                         "shorter sentences.")  # fmt: skip
+
+
 def synthesize(
     model_path: str | os.PathLike,
     text: str,
@@ -108,12 +130,12 @@ def synthesize(
         raise ValueError("Text is empty: type what the voice should say.")
     voice = load_voice(model_path)
     reference = Path(reference_wav) if reference_wav else voice.ready_dir / REFERENCE_WAV
-    if not reference.is_file():
-        raise ValueError(f"Reference audio not found: {reference}.")
+    check_reference(reference)
     language = voice.frontend.language if not language else language
     frontend = TextFrontEnd(language, voice.frontend.amharic_g2p and language == voice.frontend.language)
     prepared = frontend.apply(text.strip())
     model = voice.model
+    check_text_length(model, prepared, frontend.language)
     with _lock, torch.inference_mode():
         latent, speaker = model.get_conditioning_latents(audio_path=[str(reference)], max_ref_length=30,
                                                          gpt_cond_len=30, gpt_cond_chunk_len=4)  # fmt: skip

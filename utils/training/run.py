@@ -162,6 +162,7 @@ class TrainingRun:
             **{key: previous.get(key) for key in ("last_checkpoint", "last_checkpoint_step", "best_checkpoint",
                                                   "best_checkpoint_step")},
             "history": previous.get("history", []) + ([history_entry(previous)] if previous else []),
+            "changed_on_resume": changed_arguments(previous.get("arguments") or {}, self.args.to_dict()),
         })  # fmt: skip
         self._set_status(RunStatus.STARTING)
 
@@ -259,6 +260,13 @@ def out_of_memory_advice(args: TrainArguments) -> str:
         steps.append("lower max_audio_length (e.g. 220500 = 10 s): memory grows with the longest clip")
     steps.append("close other programs using the GPU (nvidia-smi lists them)")
     return "Out of GPU memory. Try, in this order: " + "; ".join(steps) + "."
+
+
+def changed_arguments(before: dict[str, Any], now: dict[str, Any]) -> dict[str, list[Any]]:
+    """{option: [before, now]} for what a resume changed on purpose (resume_from itself excluded)."""
+    if not before:
+        return {}
+    return {k: [before.get(k), v] for k, v in now.items() if k != "resume_from" and before.get(k) != v}
 
 
 def history_entry(previous: dict[str, Any]) -> dict[str, Any]:
