@@ -180,10 +180,10 @@ needs_ffmpeg = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg
 def test_long_m4a_is_measured_from_its_header(tmp_path):
     m4a = tmp_path / "wavs" / "long.m4a"
     m4a.parent.mkdir(parents=True)
-    subprocess.run(["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=300:duration=20", "-ac", "2",
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=300:duration=13", "-ac", "2",
                     str(m4a)], check=True)  # fmt: skip
-    report = validate(dataset(tmp_path, {"wavs/long.m4a": "twenty seconds"}))
-    assert reasons(report, 4)[0].startswith("error: Clip is 20.0") and "longer than the 11.61 s limit" in reasons(report, 4)[0]
+    report = validate(dataset(tmp_path, {"wavs/long.m4a": "thirteen seconds"}))
+    assert reasons(report, 4)[0].startswith("error: Clip is 13.0") and "longer than the 11.61 s limit" in reasons(report, 4)[0]
     wav, rate = load_audio(m4a, None, seconds=3)
     assert rate == 44100 and abs(len(wav) - 3 * 44100) < 1100
 

@@ -124,7 +124,7 @@ def test_a_quoted_cell_open_for_too_many_lines_is_an_unclosed_quote(folder):
     prose = "\n".join(f"words {k}" for k in range(25))
     report = check(folder, rows([f'wavs/c0.wav,"{prose}', "wavs/c1.wav,ok,spk", "wavs/c2.wav,ok too,spk"],
                                 "audio_file,text,speaker_name"))  # fmt: skip
-    assert "still open at 20 lines later" in by_line(report)[2][0]
+    assert "still open 20 lines later" in by_line(report)[2][0]
     assert report.rows_usable == 2 and texts(report) == {2 + 25: "ok", 3 + 25: "ok too"}
 
 
@@ -286,6 +286,19 @@ def test_option_errors_are_raised_before_any_file_is_read(tmp_path, options, mes
     # The CSV does not even exist: the option is what the error is about.
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         validate_dataset(tmp_path / "not-there.csv", **options)
+
+
+@pytest.mark.skipif(hasattr(__import__("os"), "geteuid") and __import__("os").geteuid() == 0,
+                    reason="root reads files whatever their permissions")  # fmt: skip
+def test_unreadable_csv_is_a_value_error(folder):
+    path = folder / "m.csv"
+    path.write_text(rows(["wavs/c0.wav|one|a"]))
+    path.chmod(0)
+    try:
+        with pytest.raises(ValueError, match="cannot be read .*check its permissions"):
+            validate_dataset(path)
+    finally:
+        path.chmod(0o644)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -43,10 +43,6 @@ class Record:
 class _OpenQuote(Exception):
     """Raised inside csv.reader's line source: the quoted cell being read was never closed."""
 
-    def __init__(self, at_end: bool) -> None:
-        super().__init__()
-        self.at_end = at_end
-
 
 @dataclass
 class _Lines:
@@ -72,7 +68,7 @@ class _Lines:
         if self.numbers and (len(self.numbers) >= MAX_CELL_LINES or looks_like_row(text or "", self.separator)):
             # csv.reader asks for a second line of one row only inside a quoted cell.
             self.pushed.append((number, raw))
-            raise _OpenQuote(at_end=False)
+            raise _OpenQuote
         if text is None:
             self.bad = self.bad or undecodable_reason(number, raw, self.encoding)
             text = raw.decode(self.encoding, errors="replace")  # keeps the row's structure; the row is an error
@@ -189,10 +185,10 @@ def _reader(lines: _Lines, separator: str):
 def _quote_error(lines: _Lines, exc: Exception) -> str:
     first, last = lines.numbers[0], lines.numbers[-1]
     if isinstance(exc, _OpenQuote) or "unexpected end of data" in str(exc):
-        until = ("the end of the file" if not isinstance(exc, _OpenQuote) else
-                 f"line {last + 1}, which starts a new row" if len(lines.numbers) < MAX_CELL_LINES else
+        until = ("at the end of the file" if not isinstance(exc, _OpenQuote) else
+                 f"at line {last + 1}, which starts a new row" if len(lines.numbers) < MAX_CELL_LINES else
                  f"{MAX_CELL_LINES} lines later")  # fmt: skip
-        return (f"A double quote opened on line {first} is never closed (still open at {until}). Close it, or "
+        return (f"A double quote opened on line {first} is never closed (still open {until}). Close it, or "
                 'write a quote inside a quoted text as "".')  # fmt: skip
     if "expected after" in str(exc):
         return (f"Text continues after a closing double quote on line {last}: a field that starts with \" must "

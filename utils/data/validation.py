@@ -73,7 +73,12 @@ def _check_paths(train_csv: object, eval_csv: object) -> tuple[Path, Path | None
         raise ValueError("eval_csv is the same file as train_csv: leave eval_csv empty to hold out 15% of the rows, "
                          "or give a separate file.")  # fmt: skip
     for path in filter(None, (train, evaluation)):
-        if path.stat().st_size == 0:
+        try:
+            with open(path, "rb") as handle:
+                empty = not handle.read(1)
+        except OSError as exc:
+            raise ValueError(f"{path} cannot be read ({exc.strerror or exc}): check its permissions.") from exc
+        if empty:
             raise ValueError(f"{path} is empty: it needs a header line and at least one row.")
     return train, evaluation
 
