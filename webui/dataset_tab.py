@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import functools
 import re
-import shutil
-import tempfile
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 import pandas as pd
 
-from utils.data.validation import HISTOGRAM_EDGES, DatasetReport, validate_dataset
+from utils.data.validation import HISTOGRAM_EDGES, DatasetReport, check_options, validate_dataset
 from utils.audio.io import AudioError, load_audio
-from utils.data.csv_reader import AUDIO_EXTENSIONS, detect_layout
+from utils.data.csv_reader import AUDIO_EXTENSIONS
 from utils.training.text_checks import text_check_options
 from utils.text.languages import LANGUAGE_CHOICES, canonical_language, whisper_language
 from utils.data.prepare import prepare_dataset, preview_rows
@@ -27,6 +24,7 @@ from webui.context import GPU_QUEUE, UIContext
 PREVIEW_PLAYERS = 3
 PREVIEW_SECONDS = 12
 PROBLEM_COLUMNS = ["csv_file", "line", "audio_file", "severity", "reason"]
+UPLOADS_FOLDER = "uploads"  # extracted zips, one folder per zip content, under the datasets folder
 
 
 def _path_of(upload: Any, typed: str) -> str:
@@ -64,8 +62,8 @@ def _preview(csv_path: str, report: DatasetReport) -> tuple[pd.DataFrame, list[A
             break
         if not row.audio_location.lower().endswith(AUDIO_EXTENSIONS):
             continue
-        try:
-            wav, rate = load_audio(row.audio_location)
+        try:  # only what is played: a row may name an hour-long file
+            wav, rate = load_audio(row.audio_location, seconds=PREVIEW_SECONDS)
         except AudioError:
             continue
         # Decoded samples, not the file: only audio leaves the server, never a file a row names.
@@ -110,44 +108,26 @@ def validate_handler(
             report.train_count)  # fmt: skip
 
 
-def _metadata_files(files: list[Path]) -> tuple[Path, Path | None]:
-    """The train (and eval) metadata CSVs among a zip's files: readable layouts only, .csv before .txt,
-    shallow before deep, names with "train" (or "metadata") first; "eval" names are the eval CSV."""
-    candidates = [
-        f for f in files
-        if f.suffix.lower() in (".csv", ".txt") and not any(part.startswith((".", "__MACOSX")) for part in f.parts)
-        and not any(p.severity == "error" for p in detect_layout(f).problems)
-    ]  # fmt: skip
-    candidates.sort(key=lambda f: (f.suffix.lower() != ".csv", len(f.parts), f.name))
-    evals = [f for f in candidates if "eval" in f.name.lower() or "valid" in f.name.lower()]
-    trains = [f for f in candidates if f not in evals]
-    trains.sort(key=lambda f: not any(word in f.name.lower() for word in ("train", "metadata")))
-    if not trains:
-        raise gr.Error("The zip holds no metadata CSV (audio_file|text|speaker_name) next to its audio.")
-    return trains[0], evals[0] if evals else None
-
-
 def zip_handler(ctx: UIContext, zip_upload, language, max_seconds, version="tiny", use_g2p=False):
-    """Extract an uploaded zip (safely) into the datasets folder and validate its metadata CSV."""
-    from utils.data.safe_zip import UnsafeArchiveError, extract_zip_safely
+    """Extract an uploaded zip (safely, once per content) under the datasets folder and validate its metadata
+    CSV. The options are checked before anything is extracted; a refused zip leaves nothing on disk."""
+    from utils.data.safe_zip import UnsafeArchiveError
+    from utils.data.uploads import extract_upload
 
     if not zip_upload:
         raise gr.Error("Upload a .zip holding your audio and a metadata CSV first.")
     try:
+        check_options(language, form.from_display("max_audio_length", float(max_seconds)))
         source = ctx.roots.dataset_file(_path_of(zip_upload, ""), "zip")
+        upload = extract_upload(source, ctx.datasets_dir / UPLOADS_FOLDER)
+    except UnsafeArchiveError as exc:
+        raise gr.Error(f"The zip was refused: {exc}") from exc
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
-    ctx.datasets_dir.mkdir(parents=True, exist_ok=True)
-    target = Path(tempfile.mkdtemp(prefix=f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', source.stem)[:60]}-",
-                                   dir=ctx.datasets_dir))  # fmt: skip
-    try:
-        files = extract_zip_safely(source, target)
-    except (UnsafeArchiveError, OSError, NotImplementedError, zipfile.BadZipFile) as exc:
-        shutil.rmtree(target, ignore_errors=True)  # the folder is this call's own, made above
-        raise gr.Error(f"The zip was refused: {exc}") from exc
-    train_csv, eval_csv = _metadata_files(files)
-    return validate_handler(ctx, None, str(train_csv), None, str(eval_csv or ""), language, max_seconds, version,
-                            use_g2p)  # fmt: skip
+    except OSError as exc:  # a full disk, an unreadable upload: extract_upload removed what it wrote
+        raise gr.Error(f"The zip could not be extracted: {exc}") from exc
+    return validate_handler(ctx, None, str(upload.train_csv), None, str(upload.eval_csv or ""), language, max_seconds,
+                            version, use_g2p)  # fmt: skip
 
 
 def prepared_folder(ctx: UIContext, name: str, language: str) -> Path:

@@ -144,8 +144,8 @@ def test_language_codes(tmp_path):
     assert not validate_dataset(csv_path, language="en").problems
     new = validate_dataset(csv_path, language="sw")
     assert new.ok and "not one of the 17 languages" in new.problems[0].reason and new.problems[0].severity == "warning"
-    bad = validate_dataset(csv_path, language="english!")
-    assert not bad.ok and "not a language code" in bad.problems[0].reason
+    with pytest.raises(ValueError, match="not a language code"):  # an option error: raised before any reading
+        validate_dataset(csv_path, language="english!")
 
 
 def test_vocab_check_flags_unknown_characters_and_token_overflow(tmp_path, tiny_base):
@@ -206,7 +206,9 @@ def test_large_csv_validates_in_bounded_memory(tmp_path):
     seen: list = []
     report, big_peak = _traced_peak(big, progress=lambda done, total, message: seen.append((done, total)))
     assert report.rows_read == 60_000 and report.rows_usable == 0 and report.audio_check == "header"
-    assert len(report.problems) == MAX_LISTED_PROBLEMS and sum(report.problem_counts.values()) == 60_000
+    row_problems = [p for p in report.problems if p.line]  # plus one dataset-level error saying why it is not ready
+    assert len(row_problems) == MAX_LISTED_PROBLEMS and sum(report.problem_counts.values()) == 60_000
+    assert [p.reason for p in report.file_errors] == ["None of the 60000 rows is usable: each one's reason is listed by line."]
     growth = big_peak - small_peak
     assert growth < 512 * 1024, f"3x the rows took {growth / 1024:.0f} KiB more (peaks {small_peak}, {big_peak})"
     assert seen[-1] == (60_000, 60_000) and len(seen) > 10, "progress was reported as the rows were checked"

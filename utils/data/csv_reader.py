@@ -1,22 +1,42 @@
-"""Reading the metadata CSVs users really have, line by line, with every oddity reported.
+"""Reading the metadata CSVs users really have, row by row, with every oddity reported.
 
 Accepted: the coqui format `audio_file|text|speaker_name` (speaker optional) with `|`, `,` or tab
 separators; LJSpeech's headerless `id|text|normalized text` with audio in `wavs/<id>.wav`; UTF-8 with
-or without a BOM (Windows-1252 read with a warning); CRLF; blank lines; paths relative to the CSV's
-folder or absolute, with either slash. Files are only ever opened for reading.
+or without a BOM (a whole file in Windows-1252 is read with a warning); LF, CRLF or CR line endings;
+blank lines; quoted comma and tab fields, multi-line cells included; paths relative to the CSV's folder
+or absolute, with either slash. Files are only ever opened for reading.
+
+Rows with more fields than the layout: in a pipe file that is an error row (the coqui format has no
+quoting, so an extra | is either in the text or an unnamed column, and guessing would silently change
+the text or the speaker). In a comma or tab file without quotes, separators inside the text are common
+in hand-made files: the text is rejoined (the columns before and after it are fixed) and the row gets a
+warning that quotes what was read. A quoted row with extra fields is an error. See csv_records.py for
+quoting, line breaks inside rows and line numbers, and csv_text.py for encodings.
 """
 
 from __future__ import annotations
 
-import csv
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-AUDIO_EXTENSIONS = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".aac", ".aiff", ".aif", ".wma", ".webm")
+from utils.data.csv_records import (
+    AUDIO_EXTENSIONS,
+    QUOTED_SEPARATORS,
+    SEPARATOR_NAMES,
+    Record,
+    iter_records,
+    split_line,
+    uses_quoting,
+)  # fmt: skip
+from utils.data.csv_text import TextFacts, inspect_text, raw_lines, strip_line_ending
+
+__all__ = ["AUDIO_EXTENSIONS", "HEADER_COLUMNS", "SEPARATOR_NAMES", "CsvLayout", "CsvRow", "Problem", "detect_layout",
+           "is_windows_drive_path", "iter_rows", "resolve_audio_path"]  # fmt: skip
 HEADER_COLUMNS = ("audio_file", "text", "speaker_name")
-SEPARATOR_NAMES = {"|": "pipe (|)", ",": "comma (,)", "\t": "tab"}
+LJSPEECH_COLUMNS = ("id", "text", "normalized_text")
 
 
 @dataclass(frozen=True)
@@ -50,6 +70,7 @@ class CsvRow:
     speaker_name: str
     audio_location: str  # a plain string: millions of rows must not each build a Path
     csv_file: str = ""
+    warnings: tuple[str, ...] = ()  # what was odd about the row although it could be read
 
     @property
     def audio_path(self) -> Path:
@@ -66,32 +87,14 @@ class CsvLayout:
     columns: tuple[str, ...] = HEADER_COLUMNS
     encoding: str = "utf-8"
     bom: bool = False
+    cr_only: bool = False
     notes: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
 
-def iter_lines(path: Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
-    """(line number, text) for every physical line, streaming; BOM and CR/LF stripped."""
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            yield number, raw.rstrip(b"\r\n").decode(encoding, errors="replace")
-
-
-def _detect_encoding(path: Path) -> tuple[str, int | None]:
-    """utf-8 if every line decodes, else cp1252 (what Excel on Windows writes) and the first bad line."""
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError:
-                return "cp1252", number
-    return "utf-8", None
-
-
 def _first_line(path: Path, encoding: str) -> tuple[int, str] | None:
-    for number, text in iter_lines(path, encoding):
+    for number, raw in raw_lines(path):
+        text = strip_line_ending(raw.decode(encoding, errors="replace"))
         if text.strip():
             return number, text
     return None
@@ -109,26 +112,39 @@ def _looks_like_audio(value: str) -> bool:
     return value.strip().lower().endswith(AUDIO_EXTENSIONS)
 
 
+def _encoding_findings(layout: CsvLayout, facts: TextFacts) -> None:
+    if facts.encoding == "cp1252":
+        layout.problems.append(
+            Problem(facts.first_non_utf8, "", "warning", "File is not UTF-8 (first bad byte on this line); read "
+                    "as Windows-1252. Save it as UTF-8 to be sure the text is what you meant.")  # fmt: skip
+        )
+    elif facts.undecodable:
+        layout.notes.append(f"{facts.undecodable} line(s) are not valid UTF-8 although the rest of the file is (the "
+                            f"first is line {facts.first_undecodable}); their rows are listed as errors.")  # fmt: skip
+    if facts.bom:
+        layout.notes.append("UTF-8 byte order mark found and ignored.")
+    if facts.cr_only:
+        layout.notes.append("Lines end in a carriage return only (old Mac format); read as line breaks.")
+
+
 def detect_layout(path: Path) -> CsvLayout:
     """Separator, header, format and encoding of a metadata file, with notes for the user."""
+    path = Path(path)
     layout = CsvLayout()
-    with open(path, "rb") as handle:
-        layout.bom = handle.read(3) == b"\xef\xbb\xbf"
-    layout.encoding, bad_line = _detect_encoding(path)
-    if bad_line is not None:
-        layout.problems.append(
-            Problem(bad_line, "", "warning", "File is not UTF-8 (first bad byte on this line); read as "
-                    "Windows-1252. Save it as UTF-8 to be sure the text is what you meant.")  # fmt: skip
-        )
-    if layout.bom:
-        layout.notes.append("UTF-8 byte order mark found and ignored.")
+    facts = inspect_text(path)
+    if facts.utf16:
+        layout.problems.append(Problem(0, "", "error", "The file is UTF-16 (Excel's 'Unicode Text'); save it as "
+                                       "'CSV UTF-8' or as UTF-8 text."))  # fmt: skip
+        return layout
+    layout.encoding, layout.bom, layout.cr_only = facts.encoding, facts.bom, facts.cr_only
+    _encoding_findings(layout, facts)
     first = _first_line(path, layout.encoding)
     if first is None:
         layout.problems.append(Problem(0, "", "error", "The CSV is empty."))
         return layout
     number, line = first
     layout.separator = _pick_separator(line)
-    fields = [f.strip() for f in _split(line, layout.separator)]
+    fields = [f.strip() for f in split_line(line, layout.separator)]
     names = [f.lower() for f in fields]
     if layout.separator != "|":
         layout.notes.append(f"Separator detected: {SEPARATOR_NAMES[layout.separator]} (the coqui format uses |).")
@@ -140,7 +156,6 @@ def detect_layout(path: Path) -> CsvLayout:
         return layout
     layout.has_header = False
     if _looks_like_audio(fields[0]):
-        layout.columns = HEADER_COLUMNS[: max(2, min(3, len(fields)))]
         layout.problems.append(
             Problem(number, fields[0], "warning", "No header line: this line was read as data. Add "
                     "`audio_file|text|speaker_name` as the first line.")  # fmt: skip
@@ -148,7 +163,7 @@ def detect_layout(path: Path) -> CsvLayout:
         return layout
     if len(fields) >= 2 and (path.parent / "wavs" / f"{fields[0]}.wav").is_file():
         layout.format = "ljspeech"
-        layout.columns = ("id", "text", "normalized_text")[: len(fields)]
+        layout.columns = LJSPEECH_COLUMNS
         layout.notes.append("LJSpeech format detected (id|text|normalized text, audio in wavs/<id>.wav).")
         return layout
     layout.problems.append(
@@ -156,14 +171,6 @@ def detect_layout(path: Path) -> CsvLayout:
                 f"whose first field is an audio file ({', '.join(AUDIO_EXTENSIONS[:4])}, ...). Got: {line[:80]!r}")  # fmt: skip
     )
     return layout
-
-
-def _split(line: str, separator: str) -> list[str]:
-    if separator == ",":
-        # Comma files come from spreadsheets, which quote text that holds commas.
-        return next(csv.reader([line], delimiter=",", quotechar='"', skipinitialspace=False))
-    # Quotes are ordinary text in pipe and tab files (as in the coqui and LJSpeech formats).
-    return line.split(separator)
 
 
 def resolve_audio_path(value: str, csv_dir: str) -> str:
@@ -181,52 +188,89 @@ def is_windows_drive_path(value: str) -> bool:
 
 
 def iter_rows(path: str | os.PathLike, layout: CsvLayout | None = None) -> Iterator[CsvRow | Problem]:
-    """Stream the data rows of a metadata CSV, yielding a Problem for each row that cannot be parsed."""
+    """Stream the data rows of a metadata CSV: a CsvRow (with its warnings) for each readable row, an
+    error Problem for each row that cannot be used as written. One item per row, whatever lines it spans;
+    nothing when the layout itself is unreadable."""
     path = Path(path)
     layout = layout or detect_layout(path)
+    if any(p.severity == "error" for p in layout.problems):
+        return
     csv_dir = str(path.parent)
-    header_skipped = not layout.has_header
-    width = len(layout.columns)
-    for number, line in iter_lines(path, layout.encoding):
-        if not line.strip():
-            continue
-        if not header_skipped:
-            header_skipped = True
-            continue
-        fields = _split(line, layout.separator)
-        if layout.format == "ljspeech":
-            fields = [f.strip() for f in fields]
-            if len(fields) < 2:
-                yield Problem(number, fields[0], "error", "Expected `id|text|normalized text`.", str(path))
-                continue
-            normalized = fields[2] if len(fields) > 2 and fields[2] else fields[1]
-            yield CsvRow(number, f"wavs/{fields[0]}.wav", normalized, "",
-                         os.path.join(csv_dir, "wavs", f"{fields[0]}.wav"), str(path))  # fmt: skip
-            continue
-        record = _fields_to_record(fields, layout.columns, layout.separator)
-        if isinstance(record, str):
-            yield Problem(number, fields[0].strip() if fields else "", "error", record, str(path))
-            continue
-        if len(fields) > width and "text" in layout.columns:
-            yield Problem(number, record["audio_file"], "warning",
-                          f"More {SEPARATOR_NAMES[layout.separator]} separators than columns: the text was "
-                          "read as everything between the audio file and the speaker.", str(path))  # fmt: skip
-        audio = record["audio_file"]
-        yield CsvRow(number, audio, record["text"], record.get("speaker_name", ""),
-                     resolve_audio_path(audio, csv_dir), str(path))  # fmt: skip
+    for record in iter_records(path, layout.separator, layout.encoding, header=layout.has_header,
+                               width=len(layout.columns), audio_first=layout.columns[0] == "audio_file"):  # fmt: skip
+        yield _to_row(record, layout, str(path), csv_dir)
 
 
-def _fields_to_record(fields: list[str], columns: tuple[str, ...], separator: str) -> dict[str, str] | str:
-    """Map fields to columns; returns an error message when they cannot be mapped."""
+def _to_row(record: Record, layout: CsvLayout, csv_file: str, csv_dir: str) -> CsvRow | Problem:
+    first_field = record.fields[0].strip()[:200] if record.fields else ""
+    if "\x00" in record.raw and not record.error:
+        record.error = "Row holds NUL bytes: the file is binary or UTF-16 in part. Save it as UTF-8 text."
+    if record.error:
+        return Problem(record.first, first_field, "error", record.error, csv_file)
+    if layout.format == "ljspeech":
+        return _ljspeech_row(record, csv_file, csv_dir)
+    mapped = _map_fields(record, layout)
+    if isinstance(mapped, str):
+        return Problem(record.first, first_field, "error", mapped, csv_file)
+    values, warnings = mapped
+    audio = values["audio_file"]
+    return CsvRow(record.first, audio, values["text"], values.get("speaker_name", ""),
+                  resolve_audio_path(audio, csv_dir), csv_file, tuple(warnings))  # fmt: skip
+
+
+def _ljspeech_row(record: Record, csv_file: str, csv_dir: str) -> CsvRow | Problem:
+    fields = [f.strip() for f in record.fields]
     if len(fields) < 2:
-        return f"Expected {len(columns)} columns ({'|'.join(columns)}), found {len(fields)}."
-    if len(fields) > len(columns) and "text" in columns:
-        # Unquoted separators inside the text: the columns before and after the text are fixed.
-        text_at = columns.index("text")
-        tail = len(columns) - text_at - 1
-        text = separator.join(fields[text_at : len(fields) - tail])
-        fields = fields[:text_at] + [text] + fields[len(fields) - tail :]
-    record = {name: value.strip() for name, value in zip(columns, fields)}
-    if "audio_file" not in record or "text" not in record:
+        return Problem(record.first, fields[0], "error", "Expected `id|text|normalized text`.", csv_file)
+    if len(fields) > 3:
+        return Problem(record.first, fields[0], "error", f"Row has {len(fields)} fields; LJSpeech rows are "
+                       "`id|text|normalized text` and a | cannot be part of the text.", csv_file)  # fmt: skip
+    normalized = fields[2] if len(fields) > 2 and fields[2] else fields[1]
+    return CsvRow(record.first, f"wavs/{fields[0]}.wav", normalized, "",
+                  os.path.join(csv_dir, "wavs", f"{fields[0]}.wav"), csv_file)  # fmt: skip
+
+
+def _map_fields(record: Record, layout: CsvLayout) -> tuple[dict[str, str], list[str]] | str:
+    """The row's values by column name and its warnings, or why the fields cannot be mapped."""
+    fields, columns, separator = record.fields, layout.columns, layout.separator
+    width, name = len(columns), SEPARATOR_NAMES[separator]
+    if len(fields) < 2:
+        return f"Expected {width} fields ({'|'.join(columns)}), found 1: the line has no {name} separator."
+    warnings = []
+    if len(fields) > width:
+        if separator not in QUOTED_SEPARATORS or uses_quoting(record.raw, separator) or "text" not in columns:
+            return _too_many_fields(len(fields), layout)
+        # No quotes in the row: its plain split is what was written (csv dropped the spaces after separators).
+        fields = _rejoin_text(strip_line_ending(record.raw).split(separator), columns, separator)
+        text = fields[columns.index("text")].strip()
+        warnings.append(f"More {name} separators than columns ({len(record.fields)} fields, {width} columns): the "
+                        f"text was read as {text[:80]!r}. Put the text in double quotes if that is wrong.")  # fmt: skip
+    values = {column: value.strip() for column, value in zip(columns, fields)}
+    if "audio_file" not in values or "text" not in values:
         return "Row is missing the audio_file or text column."
-    return record
+    if "\n" in values["text"] or "\r" in values["text"]:
+        values["text"] = re.sub(r"\s*[\r\n]+\s*", " ", values["text"])
+        warnings.append(f"Text spans lines {record.first}-{record.last} (a line break inside a quoted cell): "
+                        "read with the line breaks as spaces.")  # fmt: skip
+    return values, warnings
+
+
+def _too_many_fields(count: int, layout: CsvLayout) -> str:
+    columns = "|".join(layout.columns)
+    where = f"the header has {len(layout.columns)} ({columns})" if layout.has_header else f"the format has {columns}"
+    if layout.separator not in QUOTED_SEPARATORS:
+        hint = ("Remove the extra | separators: the coqui format has no quoting, so a | cannot be part of the text")
+        if layout.columns == ("audio_file", "text"):
+            hint += "; if the last field is the speaker, add speaker_name to the header"
+    else:
+        hint = "Remove the fields after the last column, or name them in the header"
+    return f"Row has {count} fields, {where}. {hint}."
+
+
+def _rejoin_text(fields: list[str], columns: tuple[str, ...], separator: str) -> list[str]:
+    """Unquoted separators inside the text of a spreadsheet-format row: the columns before and after the
+    text are fixed, so the text is everything between them."""
+    text_at = columns.index("text")
+    tail = len(columns) - text_at - 1
+    text = separator.join(fields[text_at : len(fields) - tail])
+    return fields[:text_at] + [text] + fields[len(fields) - tail :]

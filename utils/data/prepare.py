@@ -3,7 +3,13 @@
 Writes `wavs/` (22.05 kHz mono), `metadata_train.csv`, `metadata_eval.csv` (coqui format, paths
 relative to the folder) and `lang.txt` under an output folder. The user's CSVs and audio are only
 read. Preparing into a folder that already holds a prepared dataset adds the new rows and keeps
-every earlier train and eval row; a clip already there (same source file) is not added twice.
+every earlier train and eval row.
+
+A clip already there is not added twice: each clip's name carries a hash of its decoded samples
+(mono float32 at the source's rate, and that rate). Decoded samples rather than file bytes, because
+the same recording often arrives in another container or with other metadata chunks (a WAV saved
+again by an editor, a FLAC of it), and the clip is decoded for conversion anyway. Float audio over
+full scale is scaled down to a 0.99 peak (and the summary says so), never clipped.
 """
 
 from __future__ import annotations
@@ -17,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 
-from utils.audio.io import load_audio, write_wav
-from utils.files import write_text_atomic
+from utils.audio.io import AudioError, peak_normalise, read_mono, resample, write_wav
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
-from utils.data.validation import DatasetReport, validate_dataset
 from utils.data.csv_reader import CsvLayout, CsvRow, iter_rows
-from utils.text.languages import canonical_language
+from utils.data.validation import DatasetReport, check_options, validate_dataset
+from utils.files import write_text_atomic
 
 TRAIN_FILE = "metadata_train.csv"
 EVAL_FILE = "metadata_eval.csv"
@@ -31,6 +37,8 @@ LANG_FILE = "lang.txt"
 MARKER_FILE = ".xtts-prepared"  # says the folder was written by prepare_dataset, so adding to it is safe
 HEADER = "audio_file|text|speaker_name"
 INDEX_DIR = ".index"
+_DIGEST_IN_NAME = re.compile(r"_([0-9a-f]{16})\.wav$")
+LISTED_NOTES = 5  # clips named one by one in a note; the rest are counted
 
 
 @dataclass
@@ -48,19 +56,29 @@ class PreparedDataset:
     notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        return (
+        return "\n".join([
             f"Prepared in {self.folder}: {self.kept_train + self.added_train} train and "
             f"{self.kept_eval + self.added_eval} eval rows ({self.added_train} + {self.added_eval} new, "
-            f"{self.skipped_existing} already there)."
-        )
+            f"{self.skipped_existing} already there).",
+            *self.notes,
+        ])  # fmt: skip
 
 
-def _clip_name(source: Path) -> str:
-    """A stable name per source file, so adding the same data again is recognised."""
-    stat = source.stat()
-    digest = hashlib.sha1(f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:10]
+def audio_digest(wav: np.ndarray, rate: int) -> str:
+    """16 hex digits identifying decoded audio: the same samples at the same rate give the same digest."""
+    digest = hashlib.blake2b(int(rate).to_bytes(4, "little"), digest_size=8)
+    digest.update(np.ascontiguousarray(wav, dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
+def _clip_name(source: Path, digest: str) -> str:
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", source.stem)[:60] or "clip"
     return f"wavs/{stem}_{digest}.wav"
+
+
+def _digests_in(rows: list[str]) -> set[str]:
+    """The audio digests in the names of rows written earlier (names from older versions have none)."""
+    return {m.group(1) for row in rows if (m := _DIGEST_IN_NAME.search(row.split("|", 1)[0]))}
 
 
 def _clean_field(value: str) -> str:
@@ -79,9 +97,72 @@ def _write_csv(path: Path, rows: list[str]) -> None:
     write_text_atomic(path, "\n".join([HEADER, *rows]) + "\n")
 
 
-def _write_clip(row: CsvRow, target: Path) -> None:
-    wav, _ = load_audio(row.audio_location)
-    write_wav(target, wav, XTTS_SAMPLE_RATE)
+@dataclass
+class _Copy:
+    """What converting the usable rows did."""
+
+    existing: dict[str, str]  # digest -> where it is ("already in the dataset", or "line N")
+    rows: list[tuple[str, str]] = field(default_factory=list)  # (split, csv line)
+    skipped: int = 0
+    repeated: list[str] = field(default_factory=list)
+    scaled: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+
+def _copy_row(row: CsvRow, split: str, out: Path, copy: _Copy) -> None:
+    """Convert one usable row's clip into out/wavs, unless the same audio is already there."""
+    try:
+        wav, rate, _ = read_mono(row.audio_location)
+    except AudioError as exc:  # changed or removed since it was checked
+        copy.unreadable.append(f"line {row.line} ({row.audio_file}: {exc})")
+        return
+    digest = audio_digest(wav, rate)
+    if digest in copy.existing:
+        copy.skipped += 1
+        if copy.existing[digest] != "":
+            copy.repeated.append(f"line {row.line} ({row.audio_file}) = {copy.existing[digest]}")
+        return
+    copy.existing[digest] = f"line {row.line}"
+    wav, gain = peak_normalise(resample(wav, rate, XTTS_SAMPLE_RATE))
+    if gain < 1.0:
+        copy.scaled.append(f"line {row.line} ({row.audio_file}, peak {0.99 / gain:.2f})")
+    name = _clip_name(row.audio_path, digest)
+    write_wav(out / name, wav, XTTS_SAMPLE_RATE)
+    copy.rows.append((split, f"{name}|{_clean_field(row.text)}|{_clean_field(row.speaker_name) or 'speaker'}"))
+
+
+def _notes(copy: _Copy) -> list[str]:
+    def listed(items: list[str]) -> str:
+        more = f", and {len(items) - LISTED_NOTES} more" if len(items) > LISTED_NOTES else ""
+        return "; ".join(items[:LISTED_NOTES]) + more
+
+    notes = []
+    if copy.scaled:
+        notes.append(f"{len(copy.scaled)} clip(s) went over full scale (float audio) and were scaled down to a 0.99 "
+                     f"peak, not clipped: {listed(copy.scaled)}.")  # fmt: skip
+    if copy.repeated:
+        notes.append(f"{len(copy.repeated)} row(s) have the same audio as an earlier row and were added once: "
+                     f"{listed(copy.repeated)}.")  # fmt: skip
+    if copy.unreadable:
+        notes.append(f"{len(copy.unreadable)} clip(s) could not be read again and were left out: "
+                     f"{listed(copy.unreadable)}.")  # fmt: skip
+    return notes
+
+
+def _check_target(out: Path, sources: list[Path], language: str) -> None:
+    """Refuse an output folder that holds the user's data, someone else's files, or another language."""
+    if any(out == p.parent or out in p.parents for p in sources):
+        raise ValueError(f"out_dir {out} holds your source CSV; prepare into a separate folder so nothing of "
+                         "yours is overwritten.")  # fmt: skip
+    # The row index cache (INDEX_DIR) is ours: validation may have written it before a failed prepare.
+    if out.exists() and any(p.name != INDEX_DIR for p in out.iterdir()) and not (out / MARKER_FILE).is_file():
+        raise ValueError(f"{out} already holds files not prepared by this tool; prepare into a new folder "
+                         "(or one prepared before, to add to it).")  # fmt: skip
+    lang_file = out / LANG_FILE
+    if lang_file.is_file() and lang_file.read_text(encoding="utf-8").strip() != language:
+        existing = lang_file.read_text(encoding="utf-8").strip()
+        raise ValueError(f"{out} already holds a '{existing}' dataset; prepare '{language}' data into another "
+                         "folder.")  # fmt: skip
 
 
 def prepare_dataset(
@@ -98,19 +179,10 @@ def prepare_dataset(
     """Validate, then copy the usable rows into `out_dir` as a normalised dataset (see module doc).
 
     `validation` goes to validate_dataset (e.g. training.text_checks.text_check_options(...) for a run's text checks)."""
+    lang = check_options(language, max_audio_length, validation.get("audio_check", "auto"))
     out = Path(out_dir).expanduser().resolve()
-    sources = [Path(p).resolve() for p in (train_csv, eval_csv) if p]
-    if any(out == p.parent or out in p.parents for p in sources):
-        raise ValueError(f"out_dir {out} holds your source CSV; prepare into a separate folder so nothing of "
-                         "yours is overwritten.")  # fmt: skip
-    if out.exists() and any(out.iterdir()) and not (out / MARKER_FILE).is_file():
-        raise ValueError(f"{out} already holds files not prepared by this tool; prepare into a new folder "
-                         "(or one prepared before, to add to it).")  # fmt: skip
-    lang = canonical_language(language)
+    _check_target(out, [Path(p).resolve() for p in (train_csv, eval_csv) if p], lang)
     lang_file = out / LANG_FILE
-    if lang_file.is_file() and lang_file.read_text(encoding="utf-8").strip() != lang:
-        existing = lang_file.read_text(encoding="utf-8").strip()
-        raise ValueError(f"{out} already holds a '{existing}' dataset; prepare '{lang}' data into another folder.")
 
     report = validate_dataset(train_csv, eval_csv, lang, max_audio_length, seed=seed,
                               index_dir=out / INDEX_DIR, progress=progress, **validation)  # fmt: skip
@@ -120,22 +192,14 @@ def prepare_dataset(
     (out / MARKER_FILE).touch()
     kept_train = _read_prepared(out / TRAIN_FILE)
     kept_eval = _read_prepared(out / EVAL_FILE)
-    existing = {row.split("|", 1)[0] for row in kept_train + kept_eval}
-
-    new_rows: list[tuple[str, str]] = []  # (split, csv line)
-    skipped = 0
+    # "" marks audio that was there before this call: skipping it needs no note.
+    copy = _Copy(existing=dict.fromkeys(_digests_in(kept_train + kept_eval), ""))
     usable = [(row, split) for split, row, _ in report.iter_usable_splits()]
     for done, (row, split) in enumerate(usable, start=1):
-        name = _clip_name(row.audio_path)
-        if name in existing:
-            skipped += 1
-            continue
         if progress:
             progress(done, len(usable), f"Converting {row.audio_file}")
-        _write_clip(row, out / name)
-        existing.add(name)
-        new_rows.append((split, f"{name}|{_clean_field(row.text)}|{_clean_field(row.speaker_name) or 'speaker'}"))
-
+        _copy_row(row, split, out, copy)
+    new_rows, skipped = copy.rows, copy.skipped
     new_train = [line for split, line in new_rows if split == "train"]
     new_eval = [line for split, line in new_rows if split == "eval"]
     _write_csv(out / TRAIN_FILE, kept_train + new_train)
@@ -152,6 +216,7 @@ def prepare_dataset(
         kept_train=len(kept_train),
         kept_eval=len(kept_eval),
         skipped_existing=skipped,
+        notes=_notes(copy),
     )
 
 

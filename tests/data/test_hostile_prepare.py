@@ -1,0 +1,103 @@
+"""Preparing hostile data (built here): the same clips added again from anywhere, float audio over full scale, bad
+options. A clip is never added twice, never hard-clipped, and the user's files stay byte-identical."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.helpers import SAMPLE_RATE, digests, synth_speech, write_dataset
+from utils.data.prepare import EVAL_FILE, INDEX_DIR, TRAIN_FILE, prepare_dataset
+
+
+def prepared_rows(out: Path) -> tuple[list[str], list[str]]:
+    return [(out / name).read_text().splitlines()[1:] for name in (TRAIN_FILE, EVAL_FILE)]  # type: ignore[return-value]
+
+
+def prepare(csv_path: Path, out: Path, **options):
+    before = digests(csv_path.parent)
+    result = prepare_dataset(csv_path, out, **options)
+    assert digests(csv_path.parent) == before, "prepare changed the user's files"
+    return result
+
+
+def test_the_same_clips_from_another_path_are_not_added_again(tmp_path):
+    source = write_dataset(tmp_path / "voice", n=8)
+    first = prepare(source, tmp_path / "out")
+    assert (first.added_train, first.added_eval) == (7, 1)
+    shutil.copytree(tmp_path / "voice", tmp_path / "voice-copy")  # the same zip extracted again, elsewhere
+    again = prepare(tmp_path / "voice-copy" / "metadata.csv", tmp_path / "out")
+    train, evaluation = prepared_rows(tmp_path / "out")
+    assert (again.added_train, again.added_eval, again.skipped_existing) == (0, 0, 8)
+    assert (len(train), len(evaluation)) == (7, 1), "8 clips stay 7 train + 1 eval (the issue saw 14 + 2)"
+    assert again.summary().splitlines() == [f"Prepared in {tmp_path / 'out'}: 7 train and 1 eval rows (0 + 0 new, 8 "
+                                            "already there)."]  # fmt: skip
+
+
+def test_the_same_audio_in_another_container_is_recognised(tmp_path):
+    source = write_dataset(tmp_path / "voice", n=4)
+    prepare(source, tmp_path / "out")
+    flac = tmp_path / "flac"
+    (flac / "wavs").mkdir(parents=True)
+    lines = ["audio_file|text|speaker_name"]
+    for i in range(4):  # the same recordings, saved as FLAC by an editor
+        samples, rate = sf.read(str(tmp_path / "voice" / "wavs" / f"clip_{i:03d}.wav"), dtype="int16")
+        sf.write(str(flac / "wavs" / f"take_{i}.flac"), samples, rate, subtype="PCM_16")
+        lines.append(f"wavs/take_{i}.flac|another text {i}|b")
+    (flac / "m.csv").write_text("\n".join(lines) + "\n")
+    again = prepare(flac / "m.csv", tmp_path / "out")
+    assert (again.added_train, again.added_eval, again.skipped_existing) == (0, 0, 4)
+
+
+def test_two_rows_with_the_same_audio_in_one_csv_are_added_once(tmp_path):
+    source = write_dataset(tmp_path / "voice", n=4)
+    shutil.copy(tmp_path / "voice" / "wavs" / "clip_001.wav", tmp_path / "voice" / "wavs" / "copy.wav")
+    with open(source, "a") as handle:
+        handle.write("wavs/copy.wav|the same clip again|speaker_a\n")
+    result = prepare(source, tmp_path / "out")
+    assert result.added_train + result.added_eval == 4 and result.skipped_existing == 1
+    assert result.notes == ["1 row(s) have the same audio as an earlier row and were added once: line 6 "
+                            "(wavs/copy.wav) = line 3."]  # fmt: skip
+
+
+def test_float_audio_over_full_scale_is_scaled_not_clipped(tmp_path):
+    source = tmp_path / "voice"
+    (source / "wavs").mkdir(parents=True)
+    voice = synth_speech(3.0, 4)
+    hot = voice * (8.0 / np.abs(voice).max())  # peaks at 8.0: a float export with gain
+    sf.write(str(source / "wavs" / "hot.wav"), hot, SAMPLE_RATE, subtype="FLOAT")
+    sf.write(str(source / "wavs" / "calm.wav"), synth_speech(2.0, 5), SAMPLE_RATE, subtype="PCM_16")
+    (source / "m.csv").write_text("audio_file|text|speaker_name\nwavs/hot.wav|loud|a\nwavs/calm.wav|calm|a\n")
+    result = prepare(source / "m.csv", tmp_path / "out")
+    rows = [row for split in prepared_rows(tmp_path / "out") for row in split]
+    written, rate = sf.read(str(tmp_path / "out" / next(r for r in rows if "hot_" in r).split("|")[0]))
+    assert rate == SAMPLE_RATE and len(written) == len(hot)
+    assert np.abs(written).max() == pytest.approx(0.99, abs=2 / 32768)
+    assert np.mean(np.abs(written) >= 0.999) == 0.0, "no sample sits at full scale: nothing was clipped"
+    assert np.corrcoef(written, hot)[0, 1] > 0.9999, "the waveform is the source's, scaled"
+    assert result.notes == ["1 clip(s) went over full scale (float audio) and were scaled down to a 0.99 peak, not "
+                            "clipped: line 2 (wavs/hot.wav, peak 8.00)."]  # fmt: skip
+    assert "scaled down to a 0.99 peak" in result.summary()
+
+
+def test_option_errors_come_before_any_folder_is_made(tmp_path):
+    source = write_dataset(tmp_path / "voice", n=3)
+    for options, message in (({"language": "klingon"}, "not a language code"), ({"max_audio_length": 0}, "at least")):
+        with pytest.raises(ValueError, match=message):
+            prepare(source, tmp_path / "out", **options)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_prepare_leaves_a_folder_that_can_be_used_again(tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "m.csv").write_text("audio_file|text|speaker_name\nwavs/missing.wav|gone|a\n")
+    with pytest.raises(ValueError, match="No usable rows to prepare"):
+        prepare(bad / "m.csv", tmp_path / "out")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [INDEX_DIR]  # only validation's row index
+    result = prepare(write_dataset(tmp_path / "voice", n=3), tmp_path / "out")
+    assert result.added_train + result.added_eval == 3

@@ -1,0 +1,91 @@
+"""The Dataset tab with hostile uploads: the same zip twice, a bomb, a zip without a CSV, a bad option, an hour-long
+clip in the preview. Errors are readable messages and nothing a failed upload extracted stays on disk."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.helpers import digests, synth_speech, write_dataset
+from webui.context import UIContext
+from webui.dataset_tab import UPLOADS_FOLDER, validate_handler, zip_handler
+from webui.runner import TrainingRunner
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> UIContext:
+    # As launched with --data-dir tmp_path: the test's zips stand where an operator's data would.
+    return UIContext(output_dir=tmp_path / "output", runner=TrainingRunner(tmp_path / "output"),
+                     data_dirs=(tmp_path.resolve(),))
+
+
+def voice_zip(tmp_path: Path) -> Path:
+    write_dataset(tmp_path / "data", n=5)
+    path = tmp_path / "voice.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        for file in sorted((tmp_path / "data").rglob("*")):
+            archive.write(file, f"voice/{file.relative_to(tmp_path / 'data')}")
+    return path
+
+
+def uploads(ctx: UIContext) -> list[str]:
+    folder = ctx.datasets_dir / UPLOADS_FOLDER
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_extract_and_check_twice_reuses_the_first_extraction(ctx, tmp_path):
+    upload = voice_zip(tmp_path)
+    before = hashlib.sha256(upload.read_bytes()).hexdigest()
+    first = zip_handler(ctx, str(upload), "en", 11.6)
+    second = zip_handler(ctx, str(upload), "en", 11.6)
+    assert "Ready to train" in first[0] and first[-4] == second[-4], "the same train CSV both times"
+    assert len(uploads(ctx)) == 1, "one copy of the upload, not two"
+    assert hashlib.sha256(upload.read_bytes()).hexdigest() == before
+
+
+def test_a_bomb_is_refused_with_a_message_and_leaves_nothing(ctx, tmp_path):
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("voice/metadata.csv", "audio_file|text|speaker_name\n")
+        archive.writestr("voice/zeros.wav", bytes(64 * 1024**2))
+    with pytest.raises(gr.Error, match=r"The zip was refused: entry 'voice/zeros.wav': .*a ratio over the limit"):
+        zip_handler(ctx, str(bomb), "en", 11.6)
+    assert uploads(ctx) == []
+
+
+def test_a_zip_without_a_metadata_csv_says_so_and_leaves_nothing(ctx, tmp_path):
+    empty = tmp_path / "clips.zip"
+    with zipfile.ZipFile(empty, "w") as archive:
+        for i in range(3):
+            archive.writestr(f"clips/{i}.wav", b"RIFF")
+    with pytest.raises(gr.Error, match=r"The zip holds no metadata CSV .* It holds 3 file\(s\) and no .csv or .txt."):
+        zip_handler(ctx, str(empty), "en", 11.6)
+    assert uploads(ctx) == []
+
+
+def test_a_bad_option_is_reported_before_anything_is_extracted(ctx, tmp_path):
+    upload = voice_zip(tmp_path)
+    with pytest.raises(gr.Error, match="Language code 'klingon' is not a language code"):
+        zip_handler(ctx, str(upload), "klingon", 11.6)
+    assert not (ctx.datasets_dir / UPLOADS_FOLDER).exists()
+
+
+def test_preview_of_a_long_recording_plays_its_beginning_only(ctx, tmp_path):
+    data = tmp_path / "data"
+    csv_path = write_dataset(data, n=3)
+    sf.write(str(data / "wavs" / "long.wav"), np.stack([synth_speech(40.0, 1, 44100)] * 2, axis=1), 44100,
+             subtype="FLOAT")  # fmt: skip
+    lines = csv_path.read_text().splitlines()
+    csv_path.write_text("\n".join([lines[0], "wavs/long.wav|a long recording|speaker_a", *lines[1:]]) + "\n")
+    before = digests(data)
+    result = validate_handler(ctx, None, str(csv_path), None, "", "en", 11.6, "tiny", False)
+    first_player = result[4]
+    assert first_player["visible"] and len(first_player["value"][1]) == 12 * 22050
+    assert "longer than the 11.60 s limit" in result[1]["reason"][0]
+    assert digests(data) == before

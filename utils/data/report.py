@@ -1,0 +1,144 @@
+"""`DatasetReport`: what validating a dataset found, and the usable rows it keeps as compact arrays."""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from utils.constants import MAX_AUDIO_LENGTH
+from utils.data.csv_reader import CsvLayout, CsvRow, Problem, iter_rows
+
+HISTOGRAM_EDGES = tuple(range(0, 13))  # 1-second bins, 0-12 s; longer clips land in the last bin
+
+
+@dataclass
+class UsableRows:
+    """Line numbers, durations and audio-path hashes of one CSV's usable rows, as compact arrays
+    (20 bytes a row), in line order."""
+
+    csv_file: str
+    layout: CsvLayout | None = None  # detected once; re-reading the rows needs no second detection
+    lines: array = field(default_factory=lambda: array("q"))
+    durations: array = field(default_factory=lambda: array("f"))
+    hashes: array = field(default_factory=lambda: array("q"))
+
+    def keep(self, mask: np.ndarray) -> None:
+        for name in ("lines", "durations", "hashes"):
+            column = getattr(self, name)
+            setattr(self, name, array(column.typecode, np.frombuffer(column, dtype=column.typecode)[mask].tobytes())
+                    if len(column) else column)  # fmt: skip
+
+
+@dataclass
+class DatasetReport:
+    """What `validate_dataset` found. `problems` holds at most MAX_LISTED_PROBLEMS rows;
+    `problem_counts` counts every problem by reason, `drop_counts` those that drop a row."""
+
+    rows_read: int
+    rows_usable: int
+    minutes: float
+    problems: list[Problem]
+    histogram: dict[str, list]
+    language: str
+    notes: list[str] = field(default_factory=list)
+    problem_counts: dict[str, int] = field(default_factory=dict)
+    audio_check: str = "full"
+    max_audio_length: int = MAX_AUDIO_LENGTH
+    _train: list[UsableRows] = field(default_factory=list, repr=False)
+    _eval: list[UsableRows] = field(default_factory=list, repr=False)
+    _eval_picks: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # sorted line numbers
+    layouts: dict[str, CsvLayout] = field(default_factory=dict, repr=False)
+    drop_counts: dict[str, int] = field(default_factory=dict)  # why rows are not used, by reason
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def file_errors(self) -> list[Problem]:
+        """Errors about a whole file or the dataset (its layout, its language), not one row."""
+        return [p for p in self.errors if p.file_level or p.line == 0]
+
+    @property
+    def train_count(self) -> int:
+        return sum(len(u.lines) for u in self._train) - sum(len(p) for p in self._eval_picks.values())
+
+    @property
+    def eval_count(self) -> int:
+        return sum(len(u.lines) for u in self._eval) + sum(len(p) for p in self._eval_picks.values())
+
+    @property
+    def ok(self) -> bool:
+        return not self.file_errors and self.train_count >= 1 and self.eval_count >= 1
+
+    def summary(self) -> str:
+        """Why the dataset is not ready (if it is not) first, then the counts, the notes and the warnings."""
+        dataset_level = [p for p in self.problems if p.file_level or p.line == 0]
+        lines = [f"ERROR: {p.reason}" for p in dataset_level if p.severity == "error"]
+        lines.append(f"{self.rows_usable} of {self.rows_read} rows usable ({self.minutes:.1f} min of audio); "
+                     f"{self.train_count} for training, {self.eval_count} for evaluation.")  # fmt: skip
+        dropped = self.rows_read - self.rows_usable
+        if dropped:
+            top = ", ".join(f"{n} × {reason}" for reason, n in Counter(self.drop_counts).most_common(3))
+            lines.append(f"{dropped} rows will not be used: {top}.")
+        warnings = Counter(self.problem_counts) - Counter(self.drop_counts)
+        if warnings:
+            top = ", ".join(f"{n} × {reason}" for reason, n in warnings.most_common(3))
+            lines.append(f"Warnings (the rows are used): {top}.")
+        lines += self.notes
+        lines += [f"WARNING: {p.reason}" for p in dataset_level if p.severity != "error"]
+        return "\n".join(lines)
+
+    def problems_table(self) -> list[dict[str, object]]:
+        return [p.to_dict() for p in self.problems]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "rows_read": self.rows_read,
+            "rows_usable": self.rows_usable,
+            "rows_train": self.train_count,
+            "rows_eval": self.eval_count,
+            "minutes": round(self.minutes, 3),
+            "language": self.language,
+            "audio_check": self.audio_check,
+            "notes": self.notes,
+            "histogram": self.histogram,
+            "problem_counts": self.problem_counts,
+            "problems": self.problems_table(),
+        }
+
+    def iter_usable(self, split: str) -> Iterator[tuple[CsvRow, float]]:
+        """Re-read the CSV(s) and yield (row, duration) for the usable rows of `split` ("train"/"eval")."""
+        if split not in ("train", "eval"):
+            raise ValueError("split must be 'train' or 'eval'")
+        for row_split, row, duration in self.iter_usable_splits():
+            if row_split == split:
+                yield row, duration
+
+    def iter_usable_splits(self) -> Iterator[tuple[str, CsvRow, float]]:
+        """(split, row, duration) of every usable row, reading each CSV once."""
+        for usable in self._train + self._eval:
+            is_train_file = any(usable is u for u in self._train)
+            picks = self._eval_picks.get(usable.csv_file, np.zeros(0, dtype=np.int64))
+            lines, durations = usable.lines, usable.durations
+            at = 0  # rows arrive in line order, as the usable lines were recorded: walk both together
+            for row in iter_rows(usable.csv_file, usable.layout):
+                if not isinstance(row, CsvRow):
+                    continue
+                while at < len(lines) and lines[at] < row.line:
+                    at += 1
+                if at == len(lines):
+                    break
+                if lines[at] != row.line:
+                    continue
+                in_eval = (not is_train_file) or _contains(picks, row.line)
+                yield ("eval" if in_eval else "train"), row, float(durations[at])
+
+
+def _contains(sorted_values: np.ndarray, value: int) -> bool:
+    i = int(np.searchsorted(sorted_values, value))
+    return i < len(sorted_values) and int(sorted_values[i]) == value
