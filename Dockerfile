@@ -21,8 +21,9 @@ RUN python3 -m venv /opt/venv
 WORKDIR /app
 
 # Requirements before the code, so code changes reuse the (large) dependency layer.
-COPY requirements.txt .
-RUN --mount=type=cache,target=/root/.cache/pip pip install -r requirements.txt
+COPY requirements.txt requirements-nodeps.txt ./
+RUN --mount=type=cache,target=/root/.cache/pip pip install -r requirements.txt \
+    && pip install --no-deps -r requirements-nodeps.txt
 
 COPY . .
 RUN mkdir -p /data

@@ -34,9 +34,14 @@ python3 -c 'import ensurepip, venv' 2>/dev/null || required+=(python3-venv)
 if (( ${#required[@]} )); then
   apt_install "${required[@]}" || { echo "Please install: ${required[*]} (as root), then run this again." >&2; exit 1; }
 fi
-if [[ $want_test == 1 ]] && ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
-  # Only the browser test needs them; it is skipped, saying why, when they cannot be installed.
-  apt_install chromium chromium-driver || echo "warning: could not install chromium and chromium-driver" >&2
+if [[ $want_test == 1 ]]; then
+  test_only=()
+  command -v chromium >/dev/null && command -v chromedriver >/dev/null || test_only+=(chromium chromium-driver)
+  command -v espeak-ng >/dev/null || test_only+=(espeak-ng)  # speech for the quality tests
+  if (( ${#test_only[@]} )); then
+    # Only some tests need them; those are skipped, saying why, when they cannot be installed.
+    apt_install "${test_only[@]}" || echo "warning: could not install ${test_only[*]}" >&2
+  fi
 fi
 
 if [[ ! -x .venv/bin/python ]]; then
@@ -47,10 +52,12 @@ fi
 requirements=requirements.txt
 [[ $want_test == 1 ]] && requirements=requirements-test.txt
 stamp=".venv/.installed-$(basename "$requirements" .txt)"
-digest="$(cat requirements.txt "$requirements" | sha256sum | cut -d' ' -f1)"
+digest="$(cat requirements.txt requirements-nodeps.txt "$requirements" | sha256sum | cut -d' ' -f1)"
 if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
   echo "==> Installing Python packages from $requirements (the first time takes a few minutes: PyTorch is large)"
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -r "$requirements"
+  # Packages whose declared dependencies cannot be installed as such (see requirements.txt).
+  .venv/bin/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
   echo "$digest" > "$stamp"
 fi

@@ -1,0 +1,1 @@
+"""Measured quality: intelligibility (CER/WER), speaker similarity, audio measures, best-checkpoint rules."""
