@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tests.quality.speech import SENTENCES, VOICE_A
-from utils.audio_checks import load_audio
+from utils.audio.io import load_audio
 from utils.quality.asr import (
     TranscriberUnavailable,
     bundled_whisper_dir,

@@ -8,9 +8,9 @@ import pytest
 import soundfile as sf
 
 from tests.quality.speech import SENTENCES, VOICE_A, VOICE_B, speak
+from utils.data.transcription import FasterWhisperTranscriber
 from utils.quality.scoring import ClipToScore, score_clips, score_folder
 from utils.quality.selection import BestRule, combined_score, is_better
-from utils.transcription import FasterWhisperTranscriber
 
 
 @pytest.fixture(scope="module")

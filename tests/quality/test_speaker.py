@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tests.quality.speech import VOICE_A, VOICE_B
-from utils.audio_checks import load_audio
+from utils.audio.io import load_audio
 from utils.quality.speaker import cosine, embed_file, embed_wav, get_voice_encoder, speaker_embedding
 
 

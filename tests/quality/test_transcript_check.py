@@ -1,8 +1,8 @@
 """Dataset transcript check: rows whose text belongs to another clip are flagged, worst first."""
 
 from tests.quality.speech import SENTENCES, VOICE_B
+from utils.data.transcription import FasterWhisperTranscriber
 from utils.quality.transcript_check import check_transcripts
-from utils.transcription import FasterWhisperTranscriber
 
 
 def test_swapped_transcripts_are_flagged_worst_first(whisper, espeak_clips, tmp_path):

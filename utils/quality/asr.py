@@ -1,6 +1,6 @@
 """One faster-whisper model per process: load it once, reuse it for every clip and every click.
 
-:func:`get_transcriber` returns a loaded :class:`~utils.transcription.FasterWhisperTranscriber`
+:func:`get_transcriber` returns a loaded :class:`~utils.data.transcription.FasterWhisperTranscriber`
 from a process-wide cache keyed by (model, device, compute type, lookup folders, threads); a model
 that cannot be found or loaded raises :class:`TranscriberUnavailable` with the reason and is not
 cached, so putting the files in place and trying again works. :func:`transcriber_or_reason` is the
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from utils.transcription import (
+from utils.data.transcription import (
     FasterWhisperTranscriber,
     Transcriber,
     TranscriberUnavailable,

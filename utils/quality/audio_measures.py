@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from utils.audio_checks import load_audio
+from utils.audio.io import load_audio
 
 FRAME_S = 0.02
 HOP_S = 0.01

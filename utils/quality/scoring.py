@@ -28,12 +28,13 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from utils.audio_checks import AudioError, load_audio, probe_audio
-from utils.languages import whisper_language
+from utils.audio.checks import probe_audio
+from utils.audio.io import AudioError, load_audio
+from utils.data.transcription import Transcriber, TranscriberUnavailable
 from utils.quality import intelligibility, speaker
 from utils.quality.asr import transcribe_text
 from utils.quality.selection import combined_score
-from utils.transcription import Transcriber, TranscriberUnavailable
+from utils.text.languages import whisper_language
 
 SAMPLE_RATE = 16000  # both Whisper and Resemblyzer take 16 kHz
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")

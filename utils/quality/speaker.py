@@ -16,7 +16,7 @@ from typing import Iterable
 
 import numpy as np
 
-from utils.audio_checks import AudioError, load_audio, resample
+from utils.audio.io import AudioError, load_audio, resample
 
 ENCODER_SAMPLE_RATE = 16000
 # After Resemblyzer's voice-activity trimming, less than this much audio gives no reliable embedding.
@@ -65,7 +65,7 @@ def embed_wav(wav: np.ndarray, sample_rate: int) -> np.ndarray:
 
 
 def embed_file(path: str | os.PathLike) -> np.ndarray:
-    """Utterance embedding of an audio file (only read). Raises utils.audio_checks.AudioError when
+    """Utterance embedding of an audio file (only read). Raises utils.audio.io.AudioError when
     it cannot be decoded, ValueError when it holds too little speech."""
     wav, rate = load_audio(path, ENCODER_SAMPLE_RATE)
     return embed_wav(wav, rate)

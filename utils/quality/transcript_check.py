@@ -23,11 +23,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterable
 
-from utils.audio_checks import AudioError, load_audio
-from utils.languages import whisper_language
+from utils.audio.io import AudioError, load_audio
+from utils.data.transcription import Transcriber, TranscriberUnavailable
 from utils.quality.asr import transcribe_text
 from utils.quality.intelligibility import cer
-from utils.transcription import Transcriber, TranscriberUnavailable
+from utils.text.languages import whisper_language
 
 SAMPLE_RATE = 16000
 DEFAULT_THRESHOLD = 0.3
