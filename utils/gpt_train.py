@@ -6,7 +6,7 @@ it in a child process). The work itself is `utils.training.run.TrainingRun`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -57,6 +57,7 @@ def train_gpt(
     *,
     progress_callback: ProgressCallback | None = None,
     stop_event: Any = None,
+    audio_roots: Sequence[str] | None = None,
     **options: Any,
 ) -> TrainResult:
     """Fine-tune the XTTS GPT; returns the paths of the fine-tuned voice (see `TrainResult`).
@@ -68,6 +69,7 @@ def train_gpt(
     progress_callback receives each record written to metrics.jsonl (train steps, evals, status).
     stop_event (an Event, or a callable returning True) ends the run at the next step boundary
     with a checkpoint saved; so does Ctrl-C. Either way the function returns normally.
+    audio_roots (the web app's confinement) refuses dataset rows whose audio lies outside these folders.
     Raises ValueError for bad arguments or an unusable dataset, before any model is built.
     """
     unknown = sorted(set(options) - set(TrainArguments.__dataclass_fields__))
@@ -76,7 +78,7 @@ def train_gpt(
     # The positional parameters are TrainArguments' first fields, in order (a test holds them together).
     call = locals()
     args = TrainArguments(**{name: call[name] for name in TrainArguments.positional_names()}, **options)
-    output = TrainingRun(args, progress_callback, stop_event).execute()
+    output = TrainingRun(args, progress_callback, stop_event, audio_roots=audio_roots).execute()
     ready = output.ready_dir
     speakers = ready / "speakers_xtts.pth"
     return TrainResult(

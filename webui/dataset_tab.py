@@ -17,6 +17,7 @@ from utils.data.csv_reader import AUDIO_EXTENSIONS
 from utils.training.text_checks import text_check_options
 from utils.text.languages import LANGUAGE_CHOICES, canonical_language, whisper_language
 from utils.data.prepare import prepare_dataset, preview_rows
+from utils.data.row_checks import outside_roots
 from utils.model.base_models import models_root
 from webui import form
 from webui.context import GPU_QUEUE, UIContext
@@ -50,7 +51,7 @@ def report_tables(report: DatasetReport) -> tuple[str, pd.DataFrame, pd.DataFram
     return summary, problems, histogram
 
 
-def _preview(csv_path: str, report: DatasetReport) -> tuple[pd.DataFrame, list[Any]]:
+def _preview(csv_path: str, report: DatasetReport, roots: tuple[Path, ...]) -> tuple[pd.DataFrame, list[Any]]:
     rows = preview_rows(csv_path, count=8, layout=report.layouts.get(str(Path(csv_path))))
     table = pd.DataFrame(
         [{"line": r.line, "audio_file": r.audio_file, "text": r.text, "speaker": r.speaker_name} for r in rows],
@@ -60,7 +61,7 @@ def _preview(csv_path: str, report: DatasetReport) -> tuple[pd.DataFrame, list[A
     for row in rows:
         if len(players) == PREVIEW_PLAYERS:
             break
-        if not row.audio_location.lower().endswith(AUDIO_EXTENSIONS):
+        if not row.audio_location.lower().endswith(AUDIO_EXTENSIONS) or outside_roots(row.audio_location, roots):
             continue
         try:  # only what is played: a row may name an hour-long file
             wav, rate = load_audio(row.audio_location, seconds=PREVIEW_SECONDS)
@@ -90,20 +91,21 @@ def validate_handler(
         train_csv = str(ctx.roots.dataset_file(_path_of(train_upload, train_path), "train CSV"))
         eval_given = _path_of(eval_upload, eval_path)
         eval_csv = str(ctx.roots.dataset_file(eval_given, "eval CSV")) if eval_given else ""
+        roots = ctx.roots.audio_roots(train_csv, eval_csv)
         report = validate_dataset(
             train_csv, eval_csv or None, language, form.from_display("max_audio_length", float(max_seconds)),
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
-            **_check_options(version, language, use_g2p),
+            audio_roots=roots, **_check_options(version, language, use_g2p),
         )  # fmt: skip
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
     summary, problems, histogram = report_tables(report)
-    missing = report.problem_counts.get("Audio not found at", 0)
+    missing = sum(n for reason, n in report.problem_counts.items() if reason.startswith(("Audio not found", "Audio path")))
     if train_upload and missing and missing >= report.rows_read / 2:
         summary += ("\n\n**The audio was not found next to the uploaded CSV.** An uploaded CSV arrives alone, so "
                     "paths relative to its folder cannot resolve: type the CSV's path on this machine instead, "
                     "or upload a zip of the CSV with its audio.")  # fmt: skip
-    table, players = _preview(train_csv, report)
+    table, players = _preview(train_csv, report, roots)
     return (summary, problems, histogram, table, *players, train_csv, eval_csv, canonical_language(language),
             report.train_count)  # fmt: skip
 
@@ -152,7 +154,7 @@ def prepare_handler(
         prepared = prepare_dataset(
             train_csv, folder, eval_csv, language, form.from_display("max_audio_length", float(max_seconds)),
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
-            **_check_options(version, language, use_g2p),
+            audio_roots=ctx.roots.audio_roots(train_csv, eval_csv), **_check_options(version, language, use_g2p),
         )  # fmt: skip
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc

@@ -59,6 +59,22 @@ class AppRoots:
     def dataset_file(self, value: str | os.PathLike, what: str = "CSV") -> Path:
         return self.confine(value, self.data_roots(), what)
 
+    def audio_roots(self, *csv_paths: str | os.PathLike | None) -> tuple[Path, ...]:
+        """Where the audio these CSVs name may lie (each CSV's own upload or data folder)."""
+        return tuple(dict.fromkeys(root for csv in csv_paths if csv for root in self._audio_root(csv)))
+
+    def _audio_root(self, csv_path: str | os.PathLike) -> tuple[Path, ...]:
+        """Inside the CSV's own upload (an uploaded file's folder, an extracted zip, a prepared dataset), or
+        inside the operator's data folder that holds it."""
+        csv = Path(csv_path).resolve()
+        for root in (self.uploads, self.datasets_dir.resolve()):
+            if root in csv.parents:
+                own = root / csv.relative_to(root).parts[0]
+                if own.name == "uploads" and own.parent == self.datasets_dir.resolve():  # datasets/uploads/<hash>/
+                    own = own / csv.relative_to(own).parts[0]
+                return (own,)
+        return tuple(d.resolve() for d in self.data_dirs if d.resolve() in csv.parents) or (csv.parent,)
+
     def run_folder(self, value: str | os.PathLike, what: str = "run") -> Path:
         """A run of this app: a run folder's name, or a path inside the output folder (a file in it counts)."""
         text = str(value).strip()

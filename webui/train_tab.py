@@ -118,7 +118,8 @@ def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
     if ctx.runner.is_active():
         raise gr.Error("A training run is already active; stop it or wait for it to end.")
     unload_voice()  # the Test tab's model would hold GPU memory the run needs
-    started, message = ctx.runner.start(arguments.to_dict())
+    roots = [str(root) for root in ctx.roots.audio_roots(arguments.train_csv, arguments.eval_csv)]
+    started, message = ctx.runner.start({**arguments.to_dict(), "audio_roots": roots})
     if not started:
         raise gr.Error(message)
     return message

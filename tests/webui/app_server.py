@@ -20,14 +20,15 @@ def free_port() -> int:
 
 
 class AppServer:
-    def __init__(self, output_dir: Path, log_path: Path) -> None:
+    def __init__(self, output_dir: Path, log_path: Path, *extra: str, data_dirs: tuple[Path, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log_path = log_path
         env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
         self.log = open(log_path, "w")
         self.process = subprocess.Popen(
-            [sys.executable, "app.py", "--port", str(self.port), "--output-dir", str(output_dir)],
+            [sys.executable, "app.py", "--port", str(self.port), "--output-dir", str(output_dir),
+             *(arg for folder in data_dirs for arg in ("--data-dir", str(folder))), *extra],
             cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip
 

@@ -60,15 +60,16 @@ def test_upload_check_train_and_watch_progress_and_memory(tmp_path, tiny_base, b
     from selenium.webdriver.common.by import By
 
     csv_path = absolute_path_csv(tmp_path / "data")
-    server = AppServer(tmp_path / "output", tmp_path / "app.log")
+    server = AppServer(tmp_path / "output", tmp_path / "app.log", data_dirs=(tmp_path / "data",))
     try:
         server.wait_ready()
         browser.get(server.url)
         wait_text(browser, "XTTS fine-tuning studio")
 
-        upload = browser.find_elements(By.CSS_SELECTOR, "input[type=file]")[0]
-        upload.send_keys(str(csv_path))
-        time.sleep(2)  # the upload finishes before the check reads it
+        typed = browser.find_element(By.XPATH, "//*[contains(text(), 'train CSV path on this machine')]"
+                                              "/ancestor::label//textarea")  # fmt: skip
+        typed.send_keys(str(csv_path))
+        time.sleep(1)
         click_button(browser, "Check dataset")
         wait_text(browser, "Ready to train", 90)
         browser.save_screenshot(str(tmp_path / "dataset.png"))

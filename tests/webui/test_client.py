@@ -50,7 +50,8 @@ def wait_for(client, predicate, timeout: float, what: str) -> dict:
 @pytest.fixture(scope="module")
 def app(tmp_path_factory, tiny_base):
     folder = tmp_path_factory.mktemp("webui")
-    server = AppServer(folder / "output", folder / "app.log")
+    (folder / "data").mkdir()
+    server = AppServer(folder / "output", folder / "app.log", data_dirs=(folder / "data",))
     try:
         server.wait_ready()
         yield server, folder
@@ -59,14 +60,15 @@ def app(tmp_path_factory, tiny_base):
 
 
 def test_dataset_train_stop_status_memory_synthesize_export(app):
-    from gradio_client import Client, handle_file
+    from gradio_client import Client
 
     server, folder = app
     client = Client(server.url, verbose=False)
     csv_path = absolute_path_csv(folder / "data")
     before = csv_path.read_bytes()
 
-    result = client.predict(handle_file(str(csv_path)), "", None, "", "en", 11.6, "tiny", False,
+    # A CSV typed by path, in a folder the app was started with (--data-dir); its audio lies beside it.
+    result = client.predict(None, str(csv_path), None, "", "en", 11.6, "tiny", False,
                             api_name="/validate_dataset")  # fmt: skip
     summary, train_csv, language = result[0], result[-3], result[-1]
     assert "Ready to train" in summary and "12 of 12 rows usable" in summary and "10 for training" in summary

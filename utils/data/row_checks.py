@@ -96,11 +96,24 @@ def _level_warnings(info: AudioInfo) -> list[tuple[str, str]]:
              "would clip it (coqui's loader cuts samples at 1.0).")]  # fmt: skip
 
 
+def outside_roots(location: str, roots: tuple[Path, ...]) -> bool:
+    """Whether an audio path (symlinks resolved) lies outside every one of `roots` (no roots: never)."""
+    if not roots:
+        return False
+    resolved = Path(location).resolve()
+    return not any(resolved == root or root in resolved.parents for root in roots)
+
+
 def check_row(
-    row: CsvRow, text_checker: TextChecker, max_seconds: float, full: bool
+    row: CsvRow, text_checker: TextChecker, max_seconds: float, full: bool, audio_roots: tuple[Path, ...] = ()
 ) -> tuple[float | None, list[tuple[str, str]]]:
-    """(duration, or None if the row is unusable; [(severity, reason)], the CSV reader's warnings first)."""
+    """(duration, or None if the row is unusable; [(severity, reason)], the CSV reader's warnings first).
+    With `audio_roots`, audio outside them is refused without being opened."""
     found = [("warning", warning) for warning in row.warnings] + text_checker.check(row.text)
+    if outside_roots(row.audio_location, audio_roots):
+        found.append(("error", f"Audio path {row.audio_file} points outside the dataset's folder "
+                      f"({', '.join(map(str, audio_roots))}): it is not read. Keep the audio beside the CSV."))  # fmt: skip
+        return None, found
     try:
         # A file over the limit is an error whatever its level: it is not decoded.
         info = probe_audio(row.audio_location, full=full, max_seconds=max_seconds + 1 / XTTS_SAMPLE_RATE)

@@ -16,7 +16,7 @@ import dataclasses
 import math
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,6 +134,7 @@ class _Pass:
     log: _ProblemLog
     progress: ProgressCallback | None
     total: int
+    audio_roots: tuple[Path, ...] = ()
     done: int = 0
     rows_read: int = 0
 
@@ -150,7 +151,7 @@ def _check_file(path: Path, layout: CsvLayout, run: _Pass) -> UsableRows:
         if isinstance(row, Problem):
             run.log.add(row)
             continue
-        duration, found = check_row(row, run.text_checker, run.max_seconds, run.full)
+        duration, found = check_row(row, run.text_checker, run.max_seconds, run.full, run.audio_roots)
         for severity, reason in found:
             run.log.add(Problem(row.line, row.audio_file, severity, reason, str(path)))
         if duration is not None:
@@ -232,6 +233,7 @@ def validate_dataset(
     vocab_path: str | os.PathLike | None = None,
     index_dir: str | os.PathLike | None = None,
     progress: ProgressCallback | None = None,
+    audio_roots: Sequence[str | os.PathLike] | None = None,
 ) -> DatasetReport:
     """Check a dataset row by row; read-only. See the module docstring.
 
@@ -241,6 +243,8 @@ def validate_dataset(
     vocab_path: the model's vocab.json; rows with characters it lacks or over the token limit are errors.
     index_dir: where to cache each CSV's row-offset index (never beside the CSV); with it, the row
     count for progress comes from the cached index instead of a counting pass over the file.
+    audio_roots: folders the audio must lie in (the web app's confinement); a row naming audio elsewhere is
+    an error and its file is never opened. None: anywhere (a notebook's own files).
     """
     lang = check_options(language, max_audio_length, audio_check)
     train_path, eval_path = _check_paths(train_csv, eval_csv)
@@ -249,7 +253,8 @@ def validate_dataset(
     if audio_check == "auto":
         audio_check = "full" if total <= FULL_AUDIO_CHECK_MAX_ROWS else "header"
     run = _Pass(TextChecker(lang, text_frontend, vocab_path), max_audio_length / XTTS_SAMPLE_RATE,
-                audio_check == "full", _ProblemLog(), progress, total)  # fmt: skip
+                audio_check == "full", _ProblemLog(), progress, total,
+                tuple(Path(root).resolve() for root in audio_roots or ()))  # fmt: skip
     notes = [] if run.full else [f"{total} rows: audio checked from file headers only (existence, format, duration); "
                                  "silence and decoding are checked when training reads each clip."]  # fmt: skip
     if not is_known_language(lang):

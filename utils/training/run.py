@@ -78,8 +78,10 @@ class StopFlag:
 class TrainingRun:
     """One fine-tuning run: `execute()` trains and returns where the voice is."""
 
-    def __init__(self, args: TrainArguments, progress: ProgressCallback | None = None, should_stop: Any = None) -> None:
+    def __init__(self, args: TrainArguments, progress: ProgressCallback | None = None, should_stop: Any = None,
+                 audio_roots: Any = None) -> None:  # fmt: skip
         self.args = args
+        self.audio_roots = audio_roots
         self.progress = progress
         self.should_stop = StopFlag(should_stop)
         self.language = canonical_language(args.language)
@@ -98,7 +100,8 @@ class TrainingRun:
         options = text_check_options(self.args.version, self.language, self.args.use_amharic_g2p,
                                      self.args.custom_model, models_dir)  # fmt: skip
         report = validate_dataset(self.args.train_csv, self.args.eval_csv or None, self.language,
-                                  self.args.max_audio_length, seed=self.args.seed, **options)  # fmt: skip
+                                  self.args.max_audio_length, seed=self.args.seed, audio_roots=self.audio_roots,
+                                  **options)  # fmt: skip
         raise_if_unusable(report, self.args.min_usable_rows)
         # A real base model may need a download: that waits until the dataset is known to be usable.
         return ensure_base_model(self.args.version, models_dir), report
