@@ -67,22 +67,19 @@ def arguments_from_form(values: dict[str, Any], output_dir: str, roots: AppRoots
         raise ValueError(f"Unknown form field(s): {', '.join(unknown)}.")
     kwargs = {name: from_display(name, _empty_to_default(name, values[component_id(name)]))
               for name, _ in form_fields() if component_id(name) in values}  # fmt: skip
-    arguments = TrainArguments(**kwargs, output_path=str(output_dir))
-    if not arguments.train_csv:
+    if not str(kwargs.get("train_csv") or "").strip():
         raise ValueError("No dataset yet: check one in the Dataset tab (or type the train CSV path).")
-    return arguments if roots is None else confined(arguments, roots)
+    if roots is not None:
+        kwargs.update(confined_paths(kwargs, roots))
+    return TrainArguments(**kwargs, output_path=str(output_dir))
 
 
-def confined(arguments: TrainArguments, roots: AppRoots) -> TrainArguments:
-    """The arguments with every path resolved inside the app's folders; PathRefused for any outside."""
-    changes = {"train_csv": str(roots.dataset_file(arguments.train_csv, "train CSV"))}
-    if arguments.eval_csv:
-        changes["eval_csv"] = str(roots.dataset_file(arguments.eval_csv, "eval CSV"))
-    if arguments.custom_model:
-        changes["custom_model"] = str(roots.model_file(arguments.custom_model))
-    if arguments.resume_from:
-        changes["resume_from"] = str(roots.run_folder(arguments.resume_from, "resume_from"))
-    return arguments.replace(**changes)
+def confined_paths(kwargs: dict[str, Any], roots: AppRoots) -> dict[str, str]:
+    """The form's paths resolved inside the app's folders (a run may be given by name); PathRefused otherwise."""
+    checks = {"train_csv": roots.dataset_file, "eval_csv": roots.dataset_file, "custom_model": roots.model_file,
+              "resume_from": roots.run_folder}  # fmt: skip
+    return {name: str(check(str(kwargs[name]), name)) for name, check in checks.items()
+            if isinstance(kwargs.get(name), str) and kwargs[name].strip()}  # fmt: skip
 
 
 def with_form_signature(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -115,8 +112,8 @@ def create_component(name: str, *, choices: Any = None, render: bool = False, el
     if widget == "slider":
         return gr.Slider(max(2.0, to_display(name, spec.minimum)), value, step=ui.step, **common)
     if widget == "number":
-        return gr.Number(minimum=spec.minimum, maximum=spec.maximum, precision=0 if isinstance(default, int) else None,
-                         **common)  # fmt: skip
+        # No `precision`: Gradio would round 2.7 to 3 before the declaration's whole-number check could refuse it.
+        return gr.Number(minimum=spec.minimum, maximum=spec.maximum, **common)
     return gr.Textbox(**common)
 
 

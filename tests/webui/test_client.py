@@ -74,6 +74,12 @@ def test_dataset_train_stop_status_memory_synthesize_export(app):
     assert "Ready to train" in summary and "12 of 12 rows usable" in summary and "10 for training" in summary
     assert train_csv.endswith("metadata.csv") and language == "en"
 
+    # Numbers arrive as the web sends them; they are checked like the notebook's and never break the status.
+    for epochs, complaint in ((1e30, "at most|greater than maximum"), (2.7, "whole number"), (0, "at least 1|less than")):
+        with pytest.raises(Exception, match=complaint):
+            client.predict(**form(train_csv, 2, num_epochs=epochs), api_name="/start_training")
+    assert client.predict(api_name="/training_status")["status"] == "idle"
+
     assert client.predict(**form(train_csv, 2), api_name="/start_training") == "Training started."
     with pytest.raises(Exception, match="already"):
         client.predict(**form(train_csv, 2), api_name="/start_training")
@@ -87,18 +93,29 @@ def test_dataset_train_stop_status_memory_synthesize_export(app):
     first_run = Path(finished["run_dir"])
     assert (first_run / "ready" / "model.pth").is_file()
 
-    # A long run, stopped midway: a checkpoint is saved and said where.
-    assert client.predict(**form(train_csv, 50), api_name="/start_training") == "Training started."
+    # A longer run, stopped midway: a checkpoint is saved and said where, named by the step shown.
+    assert client.predict(**form(train_csv, 8), api_name="/start_training") == "Training started."
     wait_for(client, lambda s: s["status"] == "running" and s["step"] >= 2, 180, "two steps of the long run")
     assert "Stopping" in client.predict(api_name="/stop_training")
     stopped = wait_for(client, lambda s: s["status"] not in ("running", "stopping", "starting"), 180, "the stop")
     assert stopped["status"] == "stopped", stopped
     stop_checkpoint = json.loads((Path(stopped["run_dir"]) / "run.json").read_text())["stop_checkpoint"]
-    assert Path(stop_checkpoint).is_file() and stopped["step"] < 50 * 3
+    assert Path(stop_checkpoint).is_file() and stopped["step"] < 8 * 3
+    assert Path(stop_checkpoint).name == f"checkpoint_{stopped['step']}.pth"
     assert stop_checkpoint in stopped["message"], "the page says where the checkpoint is"
 
+    # Resumed through the API by the run's name, with its own settings: the plan's 24 steps, no more.
+    run_name = Path(stopped["run_dir"]).name
+    assert client.predict(**form(train_csv, 8, resume_from=run_name), api_name="/start_training") == "Training started."
+    resumed = wait_for(client, lambda s: s["status"] not in ("starting", "running"), 240, "the resumed run")
+    assert resumed["status"] == "finished" and resumed["run_dir"] == stopped["run_dir"] and resumed["step"] == 24
+    steps = [json.loads(line)["step"] for line in (Path(resumed["run_dir"]) / "metrics.jsonl").open()
+             if json.loads(line)["type"] == "train"]  # fmt: skip
+    assert sorted(set(steps)) == list(range(1, 25))
+
+    # The Test tab's defaults as the page sends them (whole numbers as int) generate speech.
     audio, download = client.predict(
-        str(first_run), "", None, "Hello from the test.", "en", 0.75, 1.0, 5.0, 50, 0.85, 1.0, 20,
+        str(first_run), "", None, "Hello from the test.", "en", 0.75, 1, 5, 50, 0.85, 1, 20,
         api_name="/synthesize",
     )  # fmt: skip
     data, rate = sf.read(audio)
