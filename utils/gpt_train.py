@@ -119,6 +119,15 @@ def train_gpt(
     return _Run(args, progress_callback, _StopFlag(stop_event)).execute()
 
 
+def estimate_gpt_memory(*args: Any, **kwargs: Any) -> Any:
+    """Predicted peak GPU memory of `train_gpt` called with the same arguments, and its breakdown, without
+    loading weights: `peak_gib, breakdown = estimate_gpt_memory(version="v2.0.2", batch_size=8)`. Also takes
+    batch_size="auto". See utils.memory_plan.planner.estimate_gpt_memory for the planner's own options."""
+    from utils.memory_plan.planner import estimate_gpt_memory as estimate
+
+    return estimate(*args, **kwargs)
+
+
 class _Run:
     """One call of train_gpt, step by step."""
 
