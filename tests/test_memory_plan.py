@@ -31,7 +31,7 @@ from utils.memory_plan.planner import (
     ways_to_fit,
 )
 from utils.memory_plan.probe import BACK_OFF, confirm_batch_size
-from utils.memory_plan.trace import StepSettings, trace_step
+from utils.memory_plan.trace import BatchModel, StepSettings, StepTrace, _aligned, trace_step
 from utils.train_args import TrainArguments
 
 TINY_PLAN = {"version": "tiny", "grad_acumm": 1}
@@ -124,6 +124,7 @@ def tiny_fit(tiny_base):
 @pytest.mark.slow
 def test_batch_fit_matches_a_direct_trace_and_grows_with_the_batch(tiny_fit):
     settings, fit = tiny_fit
+    assert isinstance(fit, BatchModel), "the traces at batch 2 and 3 line up event by event"
     direct = trace_step(replace(settings, batch_size=5))
     _, peak = direct.peak()
     _, fitted = fit.at(5)
@@ -189,6 +190,16 @@ def test_ways_to_fit_name_changes_with_their_planned_peaks(tiny_fit):
     assert (accumulation - 1) * batch < 12 <= accumulation * batch, "the same effective batch, rounded up"
     for way in ways.values():
         assert way["fits"] == (way["required_gib"] * 1024**3 <= budget)
+
+
+def test_traces_whose_events_do_not_line_up_are_not_fitted():
+    import numpy as np
+
+    events = np.array([[0, 10], [0, 30], [0, 20]])
+    first = StepTrace(2, events, ["activations"] * 3, 0.0)
+    assert _aligned(first, StepTrace(3, events * 2, first.phases, 0.0))
+    swapped = np.array([[0, 10], [0, 5], [0, 20]])  # a free before an allocation instead of after
+    assert not _aligned(first, StepTrace(3, swapped, first.phases, 0.0))
 
 
 # --- the rules -------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any
 from utils.base_models import check_version_name
 from utils.memory_plan import tracker as t
 from utils.memory_plan.architecture import resolve_architecture
-from utils.memory_plan.trace import BatchModel, StepSettings
+from utils.memory_plan.trace import BatchModel, DirectTraces, StepSettings
 from utils.train_args import TrainArguments
 from utils.training_optimizations import GPUInfo, TrainingOptimizer, detect_gpu, get_memory_stats
 
@@ -87,20 +87,23 @@ class MemoryEstimate:
         return "\n".join(lines)
 
 
-_FITS: OrderedDict[StepSettings, BatchModel] = OrderedDict()
+_FITS: OrderedDict[StepSettings, BatchModel | DirectTraces] = OrderedDict()
 _FITS_LOCK = threading.Lock()
 _FITS_KEPT = 32
 
 
-def batch_model(settings: StepSettings) -> tuple[BatchModel, float]:
+def batch_model(settings: StepSettings) -> tuple[BatchModel | DirectTraces, float]:
     """The cached batch fit for these settings (batch size ignored), and the seconds spent tracing now."""
     key = settings.key()
     with _FITS_LOCK:
         if key in _FITS:
             _FITS.move_to_end(key)
             return _FITS[key], 0.0
-    fit = BatchModel.calibrate(settings)
-    fit.traces = []  # keep only the fitted series
+    try:
+        fit: BatchModel | DirectTraces = BatchModel.calibrate(settings)
+        fit.traces = []  # keep only the fitted series
+    except t.PlanningError:
+        fit = DirectTraces(settings)  # exact, one trace per batch size asked for
     with _FITS_LOCK:
         _FITS[key] = fit
         while len(_FITS) > _FITS_KEPT:
@@ -192,7 +195,7 @@ def _settings_summary(settings: StepSettings, options: dict[str, Any]) -> dict[s
     }
 
 
-def _estimate(fit: BatchModel, settings: StepSettings, batch: int, options: dict[str, Any], seconds: float
+def _estimate(fit: BatchModel | DirectTraces, settings: StepSettings, batch: int, options: dict[str, Any], seconds: float
               ) -> MemoryEstimate:  # fmt: skip
     phase, detail = fit.at(batch)
     if not options.get("frozen_models_on_gpu", True):

@@ -18,6 +18,7 @@ event by event, and the peak is the largest such sum (see `BatchModel.at`).
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 import time
 from collections.abc import Iterator
@@ -167,7 +168,16 @@ def _step(model: Any, optimizer: Any, batch: dict[str, Any], settings: StepSetti
 def trace_step(settings: StepSettings) -> StepTrace:
     """Trace one steady-state training step; the live bytes after every event."""
     with _TRACE_LOCK:
-        return _trace_step(settings)
+        # Frees then follow reference counts only, in program order: two traces of the same step
+        # have their events in the same order (the cyclic collector would free at random points).
+        gc.collect()
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return _trace_step(settings)
+        finally:
+            if enabled:
+                gc.enable()
 
 
 def _trace_step(settings: StepSettings) -> StepTrace:
@@ -200,8 +210,16 @@ def _trace_step(settings: StepSettings) -> StepTrace:
         finally:
             for handle in handles:
                 handle.remove()
-    return StepTrace(settings.batch_size, np.array(tracker.events, dtype=np.int64), tracker.event_phases,
+    return StepTrace(settings.batch_size, np.array(tracker.events, dtype=np.int64), list(tracker.event_phases),
                      time.perf_counter() - started, metadata.assumed_true)  # fmt: skip
+
+
+def _aligned(a: StepTrace, b: StepTrace) -> bool:
+    """Same events in the same order: same phases, and every event changes the same categories the
+    same way (an allocation in one trace is an allocation of the same kind in the other)."""
+    if a.events.shape != b.events.shape or a.phases != b.phases:
+        return False
+    return bool((np.sign(np.diff(a.events, axis=0)) == np.sign(np.diff(b.events, axis=0))).all())
 
 
 @dataclass
@@ -221,7 +239,7 @@ class BatchModel:
         Raises PlanningError when the two traces do not have the same events.
         """
         small, large = (trace_step(replace(settings, batch_size=b)) for b in sizes)
-        if small.events.shape != large.events.shape or small.phases != large.phases:
+        if not _aligned(small, large):
             raise t.PlanningError("The traces at two batch sizes differ in their events; cannot fit a batch model.")
         per_sample = (large.events - small.events) / (sizes[1] - sizes[0])
         fixed = small.events - sizes[0] * per_sample
@@ -232,3 +250,20 @@ class BatchModel:
         series = self.fixed + batch_size * self.per_sample
         index = int(series.sum(axis=1).argmax())
         return self.phases[index], dict(zip(t.CATEGORIES, (round(v) for v in series[index]), strict=True))
+
+
+class DirectTraces:
+    """The fallback when two traces cannot be aligned: one trace per batch size, on demand."""
+
+    def __init__(self, settings: StepSettings) -> None:
+        self.settings = settings
+        self.seconds = 0.0
+        self._peaks: dict[int, tuple[str, dict[str, int]]] = {}
+
+    def at(self, batch_size: int) -> tuple[str, dict[str, int]]:
+        if batch_size not in self._peaks:
+            trace = trace_step(replace(self.settings, batch_size=batch_size))
+            self.seconds += trace.seconds
+            index, peak = trace.peak()
+            self._peaks[batch_size] = (trace.phases[index], peak)
+        return self._peaks[batch_size]

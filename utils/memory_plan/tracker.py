@@ -57,6 +57,7 @@ class MemoryTracker(TorchDispatchMode):
         self.events: list[tuple[int, ...]] = []
         self.event_phases: list[str] = []
         self._storages = WeakIdKeyDictionary()  # storage -> [bytes, category index, weakref]
+        self.recording = True
 
     def _bytes(self, storage: torch.UntypedStorage) -> int:
         size = storage.nbytes()
@@ -68,7 +69,13 @@ class MemoryTracker(TorchDispatchMode):
 
     def _freed(self, info: list, _ref: Any) -> None:
         self.current[info[1]] -= info[0]
-        self._record()
+        if self.recording:
+            self._record()
+
+    def __exit__(self, *args: object) -> None:
+        # Storages freed after the traced step (the fake model going away) are no part of it.
+        self.recording = False
+        super().__exit__(*args)
 
     def track(self, tensor: torch.Tensor, category: str | None = None) -> None:
         """Count `tensor`'s storage under `category` (the current phase when None); re-file it if known."""
@@ -89,6 +96,7 @@ class MemoryTracker(TorchDispatchMode):
             self.current[info[1]] -= info[0]
             self.current[index] += info[0]
             info[1] = index
+            self._record()  # an event of its own: every event is one change, in every trace
         elif self._bytes(storage) != info[0]:  # resized in place (out= kernels)
             self.current[info[1]] += self._bytes(storage) - info[0]
             info[0] = self._bytes(storage)
