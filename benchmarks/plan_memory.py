@@ -81,8 +81,8 @@ def cpu_check() -> str:
 
     lines = [
         (
-            "| model | batch | ckpt | SDPA | measured peak (MiB) | of which the step (MiB) | planned (MiB) | error total "
-            "| error step part |"
+            "| model | batch | ckpt | SDPA | measured peak (MiB) | of which the step (MiB) | planned (MiB) "
+            "| error total | error step part |"
         ),
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -94,8 +94,9 @@ def cpu_check() -> str:
             measured, shapes = real_cpu_step(version, Path(folder) / f"{version}-{checkpoint}", 4,
                                              grad_checkpoint=checkpoint, sdpa=sdpa, models_dir=models_dir)  # fmt: skip
             arch = resolve_architecture(version, str(models_dir) if models_dir else None)
-            trace = trace_step(StepSettings(arch, shapes["batch_size"], shapes["audio_samples"], shapes["text_tokens"],
-                                            shapes["conditioning_samples"], checkpoint, sdpa, "fp32", target="cpu"))  # fmt: skip
+            settings = StepSettings(arch, shapes["batch_size"], shapes["audio_samples"], shapes["text_tokens"],
+                                    shapes["conditioning_samples"], checkpoint, sdpa, "fp32", target="cpu")  # fmt: skip
+            trace = trace_step(settings)
             planned = sum(trace.peak()[1].values())
             step_part = planned - measured.resident_bytes
             name = "tiny (2 x 64)" if version == "tiny" else "mid (6 x 384)"
@@ -125,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     baseline = {r["estimate"].batch_size: r["estimate"] for r in rows if r["name"].startswith("baseline")}
     text = [
         (
-            f"Planner: utils.memory_plan (traced on a CPU, {platform.processor() or platform.machine()}; no GPU needed), "
+            "Planner: utils.memory_plan (traced on a CPU, "
+            f"{platform.processor() or platform.machine()}; no GPU needed), "
             f"{started}  "
         ),
         (

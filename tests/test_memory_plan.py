@@ -70,8 +70,9 @@ def test_planner_matches_the_cpu_allocator_on_a_real_training_step(
     measured, shapes = real_cpu_step(version, tmp_path, batch, grad_checkpoint=checkpoint, sdpa=sdpa,
                                      models_dir=models_dir)  # fmt: skip
     arch = resolve_architecture(version, str(models_dir) if models_dir else None)
-    planned = trace_step(StepSettings(arch, shapes["batch_size"], shapes["audio_samples"], shapes["text_tokens"],
-                                      shapes["conditioning_samples"], checkpoint, sdpa, "fp32", target="cpu"))  # fmt: skip
+    settings = StepSettings(arch, shapes["batch_size"], shapes["audio_samples"], shapes["text_tokens"],
+                            shapes["conditioning_samples"], checkpoint, sdpa, "fp32", target="cpu")  # fmt: skip
+    planned = trace_step(settings)
     _, peak = planned.peak()
     predicted = sum(peak.values())
     assert _within(predicted, measured.peak_bytes, 0.15), (predicted, measured)

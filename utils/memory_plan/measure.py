@@ -157,8 +157,12 @@ def real_cpu_step(version: str, work_dir: str | os.PathLike, batch_size: int, *,
         warm_up, batch = next(batches), next(batches)
         model.on_train_epoch_start(trainer)
         trainer.train_step(warm_up, 1, 0, time.time())  # allocates AdamW's state
-        shapes = {"batch_size": batch["wav"].shape[0], "text_tokens": batch["padded_text"].shape[-1],
-                  "audio_samples": batch["wav"].shape[-1], "conditioning_samples": batch["conditioning"].shape[-1]}  # fmt: skip
+        shapes = {
+            "batch_size": batch["wav"].shape[0],
+            "text_tokens": batch["padded_text"].shape[-1],
+            "audio_samples": batch["wav"].shape[-1],
+            "conditioning_samples": batch["conditioning"].shape[-1],
+        }
         # The collated batch exists before the step; on a GPU its copy is made inside the step.
         resident = resident_bytes([*model_and_optimizer_tensors(model, trainer.optimizer[0]), *batch.values()])
         measured = measure_cpu_step(lambda: trainer.train_step(batch, 1, 0, time.time()), resident)

@@ -159,8 +159,9 @@ def step_settings(arguments: TrainArguments, options: dict[str, Any]) -> StepSet
 
     device = options.get("device", "cuda")
     gpu = planned_gpu(options.get("gpu")) if device == "cuda" else GPUInfo(available=False)
-    choice = TrainingOptimizer(arguments.enable_grad_checkpoint, arguments.enable_sdpa,
-                               arguments.enable_mixed_precision, arguments.precision, gpu=gpu).precision_choice()  # fmt: skip
+    planned = TrainingOptimizer(arguments.enable_grad_checkpoint, arguments.enable_sdpa,
+                                arguments.enable_mixed_precision, arguments.precision, gpu=gpu)  # fmt: skip
+    choice = planned.precision_choice()
     arch = resolve_architecture(arguments.version, arguments.models_dir or None, arguments.custom_model,
                                 arguments.language, arguments.vocab_new_tokens)  # fmt: skip
     return StepSettings(
@@ -195,8 +196,9 @@ def _settings_summary(settings: StepSettings, options: dict[str, Any]) -> dict[s
     }
 
 
-def _estimate(fit: BatchModel | DirectTraces, settings: StepSettings, batch: int, options: dict[str, Any], seconds: float
-              ) -> MemoryEstimate:  # fmt: skip
+def _estimate(
+    fit: BatchModel | DirectTraces, settings: StepSettings, batch: int, options: dict[str, Any], seconds: float
+) -> MemoryEstimate:
     phase, detail = fit.at(batch)
     if not options.get("frozen_models_on_gpu", True):
         detail = {**detail, t.FROZEN: 0}  # a constant category: removing it moves no other
@@ -299,8 +301,8 @@ def fit_advice(estimate: MemoryEstimate) -> list[str]:
     if not s["fused_adamw"] and estimate.peak_phase == "optimizer step":
         advice.append("The optimizer step sets the peak: a fused AdamW would avoid its temporary copy of the weights.")
     if estimate.batch_size > 1:
-        advice.append(f"Use a smaller batch_size with a larger grad_acumm (same effective batch {estimate.batch_size} x "
-                      f"{s['grad_acumm']}).")  # fmt: skip
+        effective = estimate.batch_size * s["grad_acumm"]
+        advice.append(f"Use a smaller batch_size with a larger grad_acumm (same effective batch {effective}).")
     if s["max_audio_length"] > 220500:
         advice.append("Lower max_audio_length (e.g. 220500 = 10 s): memory grows with the longest clip.")
     return advice

@@ -61,8 +61,9 @@ class StepSettings:
     weight_decay: float = 1e-2
 
     def key(self) -> StepSettings:
-        """These settings without the batch size (the cache key of a BatchModel)."""
-        return replace(self, batch_size=0)
+        """The cache key of a BatchModel: without what leaves memory unchanged (batch size, how many
+        micro-steps beyond the first, weight decay)."""
+        return replace(self, batch_size=0, grad_accum_steps=2 if self.accumulating else 1, weight_decay=0.0)
 
 
 @dataclass
