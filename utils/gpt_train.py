@@ -89,3 +89,13 @@ def train_gpt(
         run_dir=str(output.run_dir),
         reference_wav=str(ready / REFERENCE_WAV),
     )
+
+
+def estimate_gpt_memory(*args: Any, **kwargs: Any) -> Any:
+    """Predicted peak GPU memory of `train_gpt` called with the same arguments, and its breakdown, without
+    loading weights: `peak_gib, breakdown = estimate_gpt_memory(version="v2.0.2", batch_size=8)`. Also takes
+    batch_size="auto". See utils.memory_plan.planner.estimate_gpt_memory for the planner's own options."""
+    from utils.memory_plan.planner import estimate_gpt_memory as estimate
+
+    return estimate(*args, **kwargs)
+

@@ -1,0 +1,31 @@
+"""GPU memory planning for XTTS GPT fine-tuning: the predicted peak of a training step with its
+breakdown, the largest batch that fits, and a probe hook that confirms a batch with a real step.
+
+    from utils.gpt_train import estimate_gpt_memory
+    peak_gib, breakdown = estimate_gpt_memory(version="v2.0.2", batch_size=8, grad_acumm=2)
+
+Modules: `architecture` (which model), `fake_model` (built without weights), `cuda_emulation` (GPU
+autocast and attention kernels), `tracker` (bytes per category), `trace` (the product's step and
+the batch fit), `planner` (public functions), `probe` (confirming on a GPU), `measure` (the CPU
+allocator's peak of a real step, for checks).
+"""
+
+from utils.memory_plan.planner import (
+    MemoryEstimate,
+    detected_free_bytes,
+    estimate_gpt_memory,
+    fit_advice,
+    largest_batch_that_fits,
+    ways_to_fit,
+)
+from utils.memory_plan.probe import confirm_batch_size
+
+__all__ = [
+    "MemoryEstimate",
+    "confirm_batch_size",
+    "detected_free_bytes",
+    "estimate_gpt_memory",
+    "fit_advice",
+    "largest_batch_that_fits",
+    "ways_to_fit",
+]

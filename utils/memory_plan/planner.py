@@ -1,0 +1,344 @@
+"""`estimate_gpt_memory`: the peak GPU memory of a `train_gpt` step, with a breakdown, before training.
+
+It takes the same keywords as `train_gpt`, builds the model those keywords would build (no weights:
+fake tensors) and traces the training step (see `utils.memory_plan.trace`). Traces are taken at
+two batch sizes and fitted per allocation, so every batch size is then known at once; fits are
+cached per architecture and settings for the life of the process (a full-size fit takes ~30 s on
+a CPU, the tiny model's a few seconds).
+
+The peak is what PyTorch's allocator would hand out (`torch.cuda.max_memory_allocated`) plus the
+CUDA overhead that never shows in it: the CUDA context, lazily loaded kernels and the cuBLAS
+workspaces. Whether it fits is judged with a safety margin for the allocator's fragmentation.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from utils.model.base_models import check_version_name
+from utils.memory_plan import tracker as t
+from utils.memory_plan.architecture import resolve_architecture
+from utils.memory_plan.trace import BatchModel, DirectTraces, StepSettings
+from utils.training.arguments import TrainArguments
+from utils.training_optimizations import GPUInfo, TrainingOptimizer, detect_gpu, get_memory_stats
+
+GIB = 1024**3
+MIB = 1024**2
+# CUDA context right after the first CUDA call with lazy module loading (PyTorch's default since
+# 1.13): 287,047,680 bytes measured in pytorch/pytorch PR #86509 (666 MB with eager loading).
+CUDA_CONTEXT_BYTES = 300 * MIB
+# Kernels loaded lazily during training (cuBLAS, cuDNN, PyTorch's) and cuBLAS workspaces: an
+# estimate, not a measurement (no GPU was available when this was written).
+CUDA_KERNELS_AND_WORKSPACES_BYTES = 150 * MIB
+# Allocator fragmentation (reserved beyond allocated) plus the planner's own error, as a fraction
+# of the traced peak: a batch "fits" only with this much to spare.
+SAFETY_MARGIN = 0.10
+MAX_BATCH = 512  # TrainArguments' own limit
+PLANNER_OPTIONS = ("device", "fused_adamw", "frozen_models_on_gpu", "gpu", "free_bytes", "cuda_overhead_bytes",
+                   "safety_margin", "progress_callback", "stop_event")  # fmt: skip
+BREAKDOWN = ("weights", "gradients", "optimizer_state", "activations", "optimizer_temporaries", "frozen_models",
+             "cuda_overhead")  # fmt: skip
+PHASES = {t.ACTIVATIONS: "forward", t.BACKWARD: "backward", t.OPTIMIZER_TEMP: "optimizer step"}
+
+
+@dataclass
+class MemoryEstimate:
+    """A plan's answer. Unpacks as `peak_gib, breakdown_gib = estimate_gpt_memory(...)`."""
+
+    peak_gib: float  # traced peak + CUDA overhead
+    breakdown_gib: dict[str, float]  # BREAKDOWN keys; they sum to peak_gib
+    batch_size: int
+    peak_phase: str  # "forward" | "backward" | "optimizer step"
+    settings: dict[str, Any]
+    architecture: str
+    traced_peak_bytes: int
+    cuda_overhead_bytes: int
+    safety_margin: float
+    trace_seconds: float  # spent tracing for this call (0 when the fit was cached)
+    detail_bytes: dict[str, int] = field(default_factory=dict)  # the tracker's categories at the peak
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter((self.peak_gib, self.breakdown_gib))
+
+    @property
+    def required_bytes(self) -> int:
+        """Free GPU memory this run needs: the peak plus the safety margin on the traced part."""
+        return int(self.traced_peak_bytes * (1 + self.safety_margin)) + self.cuda_overhead_bytes
+
+    def fits(self, free_bytes: int) -> bool:
+        return self.required_bytes <= free_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()} | {"required_bytes": self.required_bytes}
+
+    def to_markdown(self) -> str:
+        lines = [
+            (
+                f"**Predicted peak: {self.peak_gib:.2f} GiB** at batch {self.batch_size} ({self.peak_phase}); "
+                f"{self.required_bytes / GIB:.2f} GiB free needed with a {self.safety_margin:.0%} margin."
+            ),
+            "",
+        ]
+        lines += [f"- {name.replace('_', ' ')}: {gib:.2f} GiB" for name, gib in self.breakdown_gib.items()]
+        lines += ["", f"Architecture: {self.architecture}."]
+        return "\n".join(lines)
+
+
+_FITS: OrderedDict[StepSettings, BatchModel | DirectTraces] = OrderedDict()
+_FITS_LOCK = threading.Lock()
+_FITS_KEPT = 32
+
+
+def batch_model(settings: StepSettings) -> tuple[BatchModel | DirectTraces, float]:
+    """The cached batch fit for these settings (batch size ignored), and the seconds spent tracing now."""
+    key = settings.key()
+    with _FITS_LOCK:
+        if key in _FITS:
+            _FITS.move_to_end(key)
+            return _FITS[key], 0.0
+    try:
+        fit: BatchModel | DirectTraces = BatchModel.calibrate(settings)
+        fit.traces = []  # keep only the fitted series
+    except t.PlanningError:
+        fit = DirectTraces(settings)  # exact, one trace per batch size asked for
+    with _FITS_LOCK:
+        _FITS[key] = fit
+        while len(_FITS) > _FITS_KEPT:
+            _FITS.popitem(last=False)
+    return fit, fit.seconds
+
+
+def planned_gpu(gpu: GPUInfo | None = None) -> GPUInfo:
+    """The GPU a plan is for: the one given, the detected one, else an assumed Ampere-or-newer GPU."""
+    if gpu is not None:
+        return gpu
+    detected = detect_gpu()
+    if detected.available:
+        return detected
+    return GPUInfo(available=True, name="a CUDA GPU (assumed: Ampere or newer)", capability=(8, 0),
+                   architecture="Ampere", total_memory_gb=0.0, bf16_native=True)  # fmt: skip
+
+
+def detected_free_bytes() -> int | None:
+    """Free memory of the first GPU (all processes counted, via NVML: no CUDA context), or None."""
+    stats = get_memory_stats()
+    if stats.get("gpu_total_mb") is None or stats.get("gpu_used_mb") is None:
+        return None
+    return int((stats["gpu_total_mb"] - stats["gpu_used_mb"]) * MIB)
+
+
+def _arguments(args: tuple, kwargs: dict[str, Any]) -> tuple[TrainArguments, dict[str, Any], Any]:
+    """TrainArguments from train_gpt's positional and keyword arguments; planner options apart."""
+    names = TrainArguments.positional_names()
+    if len(args) > len(names):
+        raise ValueError(f"At most {len(names)} positional arguments (as train_gpt); got {len(args)}.")
+    given = dict(zip(names, args)) | kwargs
+    options = {k: given.pop(k) for k in PLANNER_OPTIONS if k in given}
+    unknown = sorted(set(given) - set(TrainArguments.__dataclass_fields__))
+    if unknown:
+        raise ValueError(f"Unknown option(s) {', '.join(unknown)}. Known: train_gpt's keywords "
+                         f"(utils.training.arguments.TrainArguments) and {', '.join(PLANNER_OPTIONS)}.")  # fmt: skip
+    batch = given.get("batch_size", TrainArguments.batch_size)
+    if batch == "auto":
+        given["batch_size"] = 1
+    arguments = TrainArguments(**given)
+    arguments.validate()
+    check_version_name(arguments.version, arguments.models_dir or None)
+    if options.get("device", "cuda") not in ("cuda", "cpu"):
+        raise ValueError(f"device must be 'cuda' (plan for a GPU) or 'cpu'; got {options['device']!r}.")
+    return arguments, options, batch
+
+
+def step_settings(arguments: TrainArguments, options: dict[str, Any]) -> StepSettings:
+    """The traced step for these arguments (batch size as given; the worst-case lengths)."""
+    from utils.constants import MAX_CONDITIONING_SAMPLES, MAX_TEXT_TOKENS
+
+    device = options.get("device", "cuda")
+    gpu = planned_gpu(options.get("gpu")) if device == "cuda" else GPUInfo(available=False)
+    planned = TrainingOptimizer(arguments.enable_grad_checkpoint, arguments.enable_sdpa,
+                                arguments.enable_mixed_precision, arguments.precision, gpu=gpu)  # fmt: skip
+    choice = planned.precision_choice()
+    arch = resolve_architecture(arguments.version, arguments.models_dir or None, arguments.custom_model,
+                                arguments.language, arguments.vocab_new_tokens)  # fmt: skip
+    return StepSettings(
+        architecture=arch,
+        batch_size=arguments.batch_size,
+        audio_samples=arguments.max_audio_length,
+        text_tokens=MAX_TEXT_TOKENS,
+        conditioning_samples=MAX_CONDITIONING_SAMPLES,
+        grad_checkpoint=arguments.enable_grad_checkpoint,
+        sdpa=arguments.enable_sdpa,
+        precision=choice.precision if choice.mixed_precision else "fp32",
+        target=device,
+        fused_adamw=bool(options.get("fused_adamw", False)),
+        accumulating=arguments.grad_acumm > 1,
+        grad_accum_steps=arguments.grad_acumm,
+        grad_clip=arguments.grad_clip,
+        weight_decay=arguments.weight_decay,
+    )
+
+
+def _settings_summary(settings: StepSettings, options: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "device": settings.target,
+        "precision": settings.precision,
+        "grad_checkpoint": settings.grad_checkpoint,
+        "sdpa": settings.sdpa,
+        "fused_adamw": settings.fused_adamw,
+        "grad_acumm": settings.grad_accum_steps,
+        "max_audio_length": settings.audio_samples,
+        "text_tokens": settings.text_tokens,
+        "frozen_models_on_gpu": bool(options.get("frozen_models_on_gpu", True)),
+    }
+
+
+def _estimate(
+    fit: BatchModel | DirectTraces, settings: StepSettings, batch: int, options: dict[str, Any], seconds: float
+) -> MemoryEstimate:
+    phase, detail = fit.at(batch)
+    if not options.get("frozen_models_on_gpu", True):
+        detail = {**detail, t.FROZEN: 0}  # a constant category: removing it moves no other
+    cuda = settings.target == "cuda"
+    default_overhead = CUDA_CONTEXT_BYTES + CUDA_KERNELS_AND_WORKSPACES_BYTES if cuda else 0
+    given = options.get("cuda_overhead_bytes")
+    overhead = int(given) if given is not None else default_overhead
+    traced = sum(detail.values())
+    parts = {
+        "weights": detail[t.WEIGHTS],
+        "gradients": detail[t.GRADIENTS],
+        "optimizer_state": detail[t.OPTIMIZER_STATE],
+        "activations": detail[t.ACTIVATIONS] + detail[t.BACKWARD],
+        "optimizer_temporaries": detail[t.OPTIMIZER_TEMP],
+        "frozen_models": detail[t.FROZEN],
+        "cuda_overhead": overhead,
+    }
+    return MemoryEstimate(
+        peak_gib=(traced + overhead) / GIB,
+        breakdown_gib={k: v / GIB for k, v in parts.items()},
+        batch_size=batch,
+        peak_phase=PHASES.get(phase, phase),
+        settings=_settings_summary(settings, options),
+        architecture=settings.architecture.source,
+        traced_peak_bytes=traced,
+        cuda_overhead_bytes=overhead,
+        safety_margin=float(options.get("safety_margin", SAFETY_MARGIN if cuda else 0.0)),
+        trace_seconds=seconds,
+        detail_bytes=detail,
+    )
+
+
+def largest_batch_that_fits(free_bytes: int, *args: Any, **kwargs: Any) -> int:
+    """The largest batch size whose step fits in `free_bytes` with the safety margin; 0 if none does.
+
+    `free_bytes`: free GPU memory before training starts (e.g. NVML's free, as `detected_free_bytes`).
+    Other arguments: as `train_gpt` (batch_size is ignored) plus the planner options of
+    `estimate_gpt_memory`. The peak never shrinks as the batch grows, so a bisection finds it.
+    """
+    if not isinstance(free_bytes, int) or free_bytes < 0:
+        raise ValueError(f"free_bytes must be a whole number of bytes >= 0; got {free_bytes!r}.")
+    arguments, options, _ = _arguments(args, {**kwargs, "batch_size": 1})
+    settings = step_settings(arguments, options)
+    fit, seconds = batch_model(settings)
+
+    def fits(batch: int) -> bool:
+        return _estimate(fit, settings, batch, options, seconds).fits(free_bytes)
+
+    if not fits(1):
+        return 0
+    good, bad = 1, MAX_BATCH + 1
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if fits(middle) else (good, middle)
+    return good
+
+
+def estimate_gpt_memory(*args: Any, **kwargs: Any) -> MemoryEstimate:
+    """Predict the peak GPU memory of a `train_gpt` training step, with its breakdown.
+
+    Takes `train_gpt`'s arguments (positional or keyword; dataset paths and callbacks are not needed
+    and are ignored) plus planner options:
+      device="cuda" (plan for a GPU; "cpu" plans the tensors of a CPU run), fused_adamw=False (AdamW's
+      fused kernel instead of the foreach one train_gpt uses on a GPU), frozen_models_on_gpu=True
+      (False: without the DVAE and HiFi-GAN resident), gpu (a GPUInfo; default the detected GPU, else an
+      assumed Ampere-or-newer one: it decides BF16/FP16/FP32), free_bytes (for batch_size="auto"; default
+      the detected GPU's free memory), cuda_overhead_bytes, safety_margin.
+    batch_size="auto" picks `largest_batch_that_fits` for the free memory.
+    No weights are read: a published version that is not downloaded uses its known architecture.
+    Raises ValueError for a bad argument, or for batch_size="auto" when nothing fits or no free memory is known.
+    """
+    arguments, options, batch = _arguments(args, kwargs)
+    if batch == "auto":
+        free = options.get("free_bytes")
+        free = free if free is not None else detected_free_bytes()
+        if free is None:
+            raise ValueError("batch_size='auto' needs a GPU to measure, or free_bytes=<free GPU memory in bytes>.")
+        rest = {k: v for k, v in kwargs.items() if k != "free_bytes"}
+        batch = largest_batch_that_fits(int(free), *args, **{**rest, "batch_size": 1})
+        if batch == 0:
+            smallest = estimate_gpt_memory(*args, **{**rest, "batch_size": 1})
+            raise ValueError(f"Not even batch_size=1 fits in {int(free) / GIB:.2f} GiB free: it needs "
+                             f"{smallest.required_bytes / GIB:.2f} GiB. {' '.join(fit_advice(smallest))}")  # fmt: skip
+        arguments = replace(arguments, batch_size=batch)
+    settings = step_settings(arguments, options)
+    fit, seconds = batch_model(settings)
+    return _estimate(fit, settings, arguments.batch_size, options, seconds)
+
+
+def fit_advice(estimate: MemoryEstimate) -> list[str]:
+    """What would lower this estimate's peak, cheapest first (settings still off, then the batch)."""
+    advice = []
+    s = estimate.settings
+    if not s["grad_checkpoint"]:
+        advice.append("Turn on gradient checkpointing (enable_grad_checkpoint=True): it shrinks activations most.")
+    if s["precision"] == "fp32":
+        advice.append("Turn on mixed precision (enable_mixed_precision=True) on a Volta or newer GPU.")
+    if not s["sdpa"]:
+        advice.append("Turn on SDPA attention (enable_sdpa=True): no attention matrices are kept.")
+    if not s["fused_adamw"] and estimate.peak_phase == "optimizer step":
+        advice.append("The optimizer step sets the peak: a fused AdamW would avoid its temporary copy of the weights.")
+    if estimate.batch_size > 1:
+        effective = estimate.batch_size * s["grad_acumm"]
+        advice.append(f"Use a smaller batch_size with a larger grad_acumm (same effective batch {effective}).")
+    if s["max_audio_length"] > 220500:
+        advice.append("Lower max_audio_length (e.g. 220500 = 10 s): memory grows with the longest clip.")
+    return advice
+
+
+_OPTIMIZATIONS = (
+    ("enable_grad_checkpoint", "gradient checkpointing"),
+    ("enable_mixed_precision", "mixed precision"),
+    ("enable_sdpa", "SDPA attention"),
+)
+
+
+def ways_to_fit(free_bytes: int, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """Changes to train_gpt's arguments, each with its planned peak and whether it fits in `free_bytes`.
+
+    Tried: each optimization still off, all of them, a smaller batch with more accumulation (the same
+    effective batch) and a 10 s longest clip. Each new setting costs one fit the first time (a few
+    seconds for the tiny model, ~20-30 s at full size). Items: change, keywords, peak_gib,
+    required_gib, fits.
+    """
+    arguments, _, _ = _arguments(args, kwargs)
+    given = dict(zip(TrainArguments.positional_names(), args)) | kwargs
+    off = [flag for flag, _ in _OPTIMIZATIONS if not getattr(arguments, flag)]
+    candidates = [(f"turn on {name}", {flag: True}) for flag, name in _OPTIMIZATIONS if flag in off]
+    if len(off) > 1:
+        candidates.append(("turn on all three optimizations", dict.fromkeys(off, True)))
+    # Accumulating keeps the gradients between micro-steps: plan the batch with that in mind.
+    batch = largest_batch_that_fits(free_bytes, **{**given, "grad_acumm": max(2, arguments.grad_acumm)})
+    if 0 < batch < arguments.batch_size:
+        accumulation = -(-arguments.batch_size * arguments.grad_acumm // batch)
+        candidates.append((f"batch_size={batch} with grad_acumm={accumulation}",
+                           {"batch_size": batch, "grad_acumm": accumulation}))  # fmt: skip
+    if arguments.max_audio_length > 220500:
+        candidates.append(("max_audio_length=220500 (10 s clips at most)", {"max_audio_length": 220500}))
+    ways = []
+    for change, keywords in candidates:
+        estimate = estimate_gpt_memory(**{**given, **keywords})
+        ways.append({"change": change, "keywords": keywords, "peak_gib": estimate.peak_gib,
+                     "required_gib": estimate.required_bytes / GIB, "fits": estimate.fits(free_bytes)})  # fmt: skip
+    return ways

@@ -1,0 +1,270 @@
+"""Tracing one training step of the product's model on fake tensors and reading its memory.
+
+The step is the one coqui's Trainer runs for `train_gpt` (Trainer.train_step -> optimize):
+`format_batch_on_device` (conditioning mels, DVAE codes, under no_grad), `GPTTrainer.train_step`
+under autocast, the loss divided by the accumulation steps, backward, gradient clipping over the
+optimizer's parameters, AdamW's step and `zero_grad(set_to_none=True)`. It is traced at its worst:
+every clip at the longest length, text at the token limit, a full conditioning clip, the AdamW
+state already allocated (steady state), and, with gradient accumulation, the gradients of the
+previous micro-step still held (the last micro-step of a cycle, which also steps the optimizer).
+FP16's GradScaler is left out: it scales the loss and unscales the gradients in place (a few scalars).
+
+`trace_step` returns the live bytes per category after every allocation and free. `BatchModel`
+turns two traces at batch sizes 2 and 3 into the peak for any batch size: every allocation is
+either fixed or proportional to the batch, so the series of one is `fixed + batch x per_sample`,
+event by event, and the peak is the largest such sum (see `BatchModel.at`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from utils.memory_plan import tracker as t
+from utils.memory_plan.architecture import Architecture
+from utils.memory_plan.cuda_emulation import cuda_autocast_policy, efficient_sdpa, native_dropout
+from utils.memory_plan.fake_model import apply_optimizations, build_fake_model
+from utils.training_optimizations import GPUInfo, TrainingOptimizer
+
+LOWER_PRECISION = {"bf16": torch.bfloat16, "fp16": torch.float16}
+# A trace swaps process-wide hooks (autocast kernels, F.scaled_dot_product_attention, F.dropout)
+# for its duration: one trace at a time, and none while this process trains.
+_TRACE_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """Everything that shapes the memory of one traced step."""
+
+    architecture: Architecture
+    batch_size: int
+    audio_samples: int  # the longest clip (= max_audio_length in the worst case)
+    text_tokens: int  # the longest text, in tokens
+    conditioning_samples: int
+    grad_checkpoint: bool
+    sdpa: bool
+    precision: str  # "fp32" | "bf16" | "fp16" (as TrainingOptimizer chose it)
+    target: str = "cuda"  # "cuda": emulate a GPU's kernels and allocator; "cpu": trace as the CPU runs
+    fused_adamw: bool = False
+    accumulating: bool = False  # gradients of the previous micro-step are held (grad_acumm > 1)
+    grad_accum_steps: int = 1
+    grad_clip: float = 1.0
+    weight_decay: float = 1e-2
+
+    def key(self) -> StepSettings:
+        """The cache key of a BatchModel: without what leaves memory unchanged (batch size, how many
+        micro-steps beyond the first, weight decay)."""
+        return replace(self, batch_size=0, grad_accum_steps=2 if self.accumulating else 1, weight_decay=0.0)
+
+
+@dataclass
+class StepTrace:
+    """Live bytes per category (columns: tracker.CATEGORIES) after each event of one traced step."""
+
+    batch_size: int
+    events: np.ndarray
+    phases: list[str]
+    seconds: float
+    assumed_true: int = 0
+
+    def peak(self) -> tuple[int, dict[str, int]]:
+        index = int(self.events.sum(axis=1).argmax())
+        return index, dict(zip(t.CATEGORIES, (int(v) for v in self.events[index]), strict=True))
+
+
+def _gpu_for(settings: StepSettings) -> GPUInfo:
+    if settings.target == "cpu":
+        return GPUInfo(available=False)
+    # Only the precision matters here; it was resolved by the caller for the planned GPU.
+    capability = (8, 0) if settings.precision != "fp16" else (7, 0)
+    return GPUInfo(available=True, name="planned GPU", capability=capability, architecture="planned",
+                   total_memory_gb=0.0, bf16_native=capability >= (8, 0))  # fmt: skip
+
+
+def _optimizer_params(settings: StepSettings) -> dict[str, Any]:
+    params: dict[str, Any] = {"betas": [0.9, 0.96], "eps": 1e-8, "weight_decay": settings.weight_decay}
+    if settings.fused_adamw:
+        params["fused"] = True
+    elif settings.target == "cuda":
+        params["foreach"] = True  # what AdamW picks by default for CUDA parameters
+    return params
+
+
+def worst_case_batch(settings: StepSettings, use_masking: bool) -> dict[str, Any]:
+    """A collated XTTSDataset batch at the longest lengths (real metadata, fake audio)."""
+    b = settings.batch_size
+    cond = settings.conditioning_samples
+    return {
+        "padded_text": torch.full((b, settings.text_tokens), 5, dtype=torch.int32),
+        "text_lengths": torch.full((b,), settings.text_tokens, dtype=torch.long),
+        "wav": torch.empty(b, 1, settings.audio_samples),
+        "wav_lengths": torch.full((b,), settings.audio_samples, dtype=torch.long),
+        "conditioning": torch.empty(b, 1, 1, cond),
+        "cond_idxs": torch.tensor([[0, cond]] * b) if use_masking else None,
+        "cond_lens": None if use_masking else torch.full((b,), cond, dtype=torch.long),
+    }
+
+
+@contextlib.contextmanager
+def _emulation(settings: StepSettings) -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        if settings.target == "cuda":
+            stack.enter_context(cuda_autocast_policy())
+            stack.enter_context(native_dropout())
+            if settings.sdpa:
+                stack.enter_context(efficient_sdpa())
+        yield
+
+
+def _register_resident(tracker: t.MemoryTracker, model: Any, optimizer: Any) -> list:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    trainable = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    # coqui's Trainer moves the whole model to the GPU: the frozen DVAE and HiFi-GAN decoder too.
+    for p in model.parameters():
+        tracker.track(p, t.WEIGHTS if id(p) in trainable else t.FROZEN)
+    for b in model.buffers():
+        tracker.track(b, t.FROZEN)
+    for state in optimizer.state.values():
+        for value in state.values():
+            if isinstance(value, FakeTensor):
+                tracker.track(value, t.OPTIMIZER_STATE)
+    handles = []
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.grad is not None:
+                tracker.track(p.grad, t.GRADIENTS)
+            handles.append(p.register_post_accumulate_grad_hook(lambda p: tracker.track(p.grad, t.GRADIENTS)))
+    return handles
+
+
+def _step(model: Any, optimizer: Any, batch: dict[str, Any], settings: StepSettings, tracker: t.MemoryTracker) -> None:
+    """coqui Trainer.train_step -> optimize, for one batch (no logging)."""
+    tracker.phase = t.ACTIVATIONS
+    batch = model.format_batch_on_device(model.format_batch(batch))
+    lower = LOWER_PRECISION.get(settings.precision, torch.bfloat16)
+    with torch.autocast("cpu", dtype=lower, enabled=settings.precision in LOWER_PRECISION):
+        _, loss_dict = model.train_step(batch, None)
+    loss = loss_dict["loss"] / float(settings.grad_accum_steps)
+    tracker.phase = t.BACKWARD
+    loss.backward()
+    del loss, loss_dict
+    tracker.phase = t.OPTIMIZER_TEMP
+    if settings.grad_clip > 0:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        torch.nn.utils.clip_grad_norm_(params, settings.grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def trace_step(settings: StepSettings) -> StepTrace:
+    """Trace one steady-state training step; the live bytes after every event."""
+    with _TRACE_LOCK:
+        # Frees then follow reference counts only, in program order: two traces of the same step
+        # have their events in the same order (the cyclic collector would free at random points).
+        gc.collect()
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return _trace_step(settings)
+        finally:
+            if enabled:
+                gc.enable()
+
+
+def _trace_step(settings: StepSettings) -> StepTrace:
+    started = time.perf_counter()
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    model, config = build_fake_model(settings.architecture, settings.audio_samples, _optimizer_params(settings),
+                                     fake_mode)  # fmt: skip
+    planned = TrainingOptimizer(
+        settings.grad_checkpoint,
+        settings.sdpa,
+        settings.precision != "fp32",
+        settings.precision if settings.precision != "fp32" else "auto",
+        gpu=_gpu_for(settings),
+    )
+    apply_optimizations(model, config, planned)
+    metadata = t.RealMetadata()
+    tracker = t.MemoryTracker(t.CUDA_BLOCK_BYTES if settings.target == "cuda" else 1)
+    with fake_mode, metadata, _emulation(settings):
+        optimizer = model.get_optimizer()
+        trainable = [p for group in optimizer.param_groups for p in group["params"]]
+        for p in trainable:  # one step without data allocates AdamW's state: the steady state
+            p.grad = torch.zeros_like(p)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=not settings.accumulating)
+        handles = _register_resident(tracker, model, optimizer)
+        try:
+            with tracker:
+                batch = worst_case_batch(settings, model.args.gpt_use_masking_gt_prompt_approach)
+                _step(model, optimizer, batch, settings, tracker)
+        finally:
+            for handle in handles:
+                handle.remove()
+    return StepTrace(settings.batch_size, np.array(tracker.events, dtype=np.int64), list(tracker.event_phases),
+                     time.perf_counter() - started, metadata.assumed_true)  # fmt: skip
+
+
+def _aligned(a: StepTrace, b: StepTrace) -> bool:
+    """Same events in the same order: same phases, and every event changes the same categories the
+    same way (an allocation in one trace is an allocation of the same kind in the other)."""
+    if a.events.shape != b.events.shape or a.phases != b.phases:
+        return False
+    return bool((np.sign(np.diff(a.events, axis=0)) == np.sign(np.diff(b.events, axis=0))).all())
+
+
+@dataclass
+class BatchModel:
+    """The step's memory as `fixed + batch x per_sample`, event by event, from traces at two batch sizes."""
+
+    fixed: np.ndarray
+    per_sample: np.ndarray
+    phases: list[str]
+    seconds: float
+    traces: list[StepTrace] = field(default_factory=list)
+
+    @classmethod
+    def calibrate(cls, settings: StepSettings, sizes: tuple[int, int] = (2, 3)) -> BatchModel:
+        """Trace at two batch sizes (2 and 3: a batch of 1 lets some copies be skipped) and fit.
+
+        Raises PlanningError when the two traces do not have the same events.
+        """
+        small, large = (trace_step(replace(settings, batch_size=b)) for b in sizes)
+        if not _aligned(small, large):
+            raise t.PlanningError("The traces at two batch sizes differ in their events; cannot fit a batch model.")
+        per_sample = (large.events - small.events) / (sizes[1] - sizes[0])
+        fixed = small.events - sizes[0] * per_sample
+        return cls(fixed, per_sample, small.phases, small.seconds + large.seconds, [small, large])
+
+    def at(self, batch_size: int) -> tuple[str, dict[str, int]]:
+        """(phase, bytes per category) at the step's peak for `batch_size`."""
+        series = self.fixed + batch_size * self.per_sample
+        index = int(series.sum(axis=1).argmax())
+        return self.phases[index], dict(zip(t.CATEGORIES, (round(v) for v in series[index]), strict=True))
+
+
+class DirectTraces:
+    """The fallback when two traces cannot be aligned: one trace per batch size, on demand."""
+
+    def __init__(self, settings: StepSettings) -> None:
+        self.settings = settings
+        self.seconds = 0.0
+        self._peaks: dict[int, tuple[str, dict[str, int]]] = {}
+
+    def at(self, batch_size: int) -> tuple[str, dict[str, int]]:
+        if batch_size not in self._peaks:
+            trace = trace_step(replace(self.settings, batch_size=batch_size))
+            self.seconds += trace.seconds
+            index, peak = trace.peak()
+            self._peaks[batch_size] = (trace.phases[index], peak)
+        return self._peaks[batch_size]
