@@ -31,9 +31,9 @@ def _add_train_options(parser: argparse.ArgumentParser) -> None:
         elif isinstance(default, tuple):
             parser.add_argument(_flag(f.name), type=float, nargs="+", default=list(default), help=help_text)
         else:
-            parser.add_argument(
-                _flag(f.name), type=type(default), default=default, help=help_text, choices=spec.choices
-            )
+            # An option that also takes a word ("auto") arrives as text; TrainArguments reads it.
+            kind = str if spec.special else type(default)
+            parser.add_argument(_flag(f.name), type=kind, default=default, help=help_text, choices=spec.choices)
 
 
 def build_parser() -> argparse.ArgumentParser:

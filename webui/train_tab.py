@@ -27,8 +27,19 @@ def plan_markdown(grad_checkpoint: bool, sdpa: bool, mixed_precision: bool, prec
     return "#### What will be applied\n" + plan.to_markdown()
 
 
-def batch_markdown(train_rows: Any, batch_size: float, grad_acumm: float, num_epochs: float) -> str:
-    batch, accumulation, epochs = int(batch_size or 1), int(grad_acumm or 1), int(num_epochs or 1)
+def _whole(value: Any, default: int = 1) -> int:
+    try:
+        return max(1, int(float(value)))
+    except (TypeError, ValueError):
+        return default
+
+
+def batch_markdown(train_rows: Any, batch_size: Any, grad_acumm: Any, num_epochs: Any) -> str:
+    accumulation, epochs = _whole(grad_acumm), _whole(num_epochs)
+    if str(batch_size).strip().lower() == "auto":
+        return (f"**Effective batch** auto × {accumulation}: the largest batch that fits is chosen at Start "
+                "(see the memory plan below)")  # fmt: skip
+    batch = _whole(batch_size)
     effective = f"**Effective batch** {batch} × {accumulation} = {batch * accumulation} clips per optimizer step"
     if not train_rows:
         return effective + " · check a dataset to see steps per epoch"
@@ -36,6 +47,30 @@ def batch_markdown(train_rows: Any, batch_size: float, grad_acumm: float, num_ep
     updates = math.ceil(steps / accumulation)
     return (f"{effective}  \n**{int(train_rows)} training clips** → {steps} steps and {updates} optimizer steps "
             f"per epoch, {steps * epochs} steps in {epochs} epochs")  # fmt: skip
+
+
+def memory_plan_markdown(ctx: UIContext, values: dict[str, Any]) -> str:
+    """The planner's peak GPU memory for the form's settings, against the GPU's free memory, and what would fit."""
+    from utils.memory_plan.planner import GIB, detected_free_bytes, estimate_gpt_memory, ways_to_fit
+
+    try:
+        arguments = form.arguments_from_form({**values, "train_csv": values.get("train_csv") or "planning.csv"},
+                                             str(ctx.output_dir))  # fmt: skip
+        keywords = {k: v for k, v in arguments.to_dict().items() if k not in ("train_csv", "eval_csv", "resume_from")}
+        estimate = estimate_gpt_memory(**keywords)
+    except ValueError as exc:
+        return f"**Memory plan:** {exc}"
+    free = detected_free_bytes()
+    lines = ["#### Memory plan (peak GPU memory of a training step)", estimate.to_markdown()]
+    if free is None:
+        lines.append("No GPU here: planned for an Ampere-or-newer GPU. Compare with your card's memory.")
+        return "\n\n".join(lines)
+    verdict = "fits" if estimate.fits(free) else "does **not** fit"
+    lines.append(f"This GPU has {free / GIB:.2f} GiB free: the run {verdict} (with a 10% margin).")
+    if not estimate.fits(free):
+        ways = [w for w in ways_to_fit(free, **keywords) if w["fits"]]
+        lines += [f"- {w['change']}: {w['peak_gib']:.2f} GiB" for w in ways] or ["Nothing tried fits: free GPU memory."]
+    return "\n\n".join(lines)
 
 
 def training_status(ctx: UIContext) -> dict[str, Any]:
@@ -151,6 +186,9 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
                 if spec.ui.group == SPEED:
                     f(form.component_id(name)).render()
         plan = gr.Markdown(plan_markdown(True, True, True, "auto"))
+        with gr.Row():
+            estimate = gr.Button("Estimate GPU memory", scale=0)
+            memory_plan = gr.Markdown()
         with gr.Accordion("Advanced", open=False), gr.Row():
             for name, spec in form.form_fields():
                 if spec.ui.group == ADVANCED:
@@ -175,6 +213,11 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
     start.click(start_handler, components, start_message, api_name="start_training", concurrency_limit=1,
                 concurrency_id=GPU_QUEUE).then(lambda: refresh(ctx), None, outputs, api_visibility="undocumented")  # fmt: skip
     stop.click(lambda: ctx.runner.stop(), None, start_message, api_name="stop_training")
+    estimate_handler = form.with_form_signature(
+        lambda *values: memory_plan_markdown(ctx, dict(zip(form.form_ids(), values))))
+    # The planner swaps process-wide torch hooks while it traces: never beside a synthesis in this process.
+    estimate.click(estimate_handler, components, memory_plan, api_name="estimate_memory", concurrency_id=GPU_QUEUE,
+                   concurrency_limit=1)
     toggles = [f("enable_grad_checkpoint"), f("enable_sdpa"), f("enable_mixed_precision"), f("precision")]
     for box in toggles:
         box.change(plan_markdown, toggles, plan, api_visibility="undocumented")

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from utils.training.trainer import DivergenceGuard, TrainingDiverged
 from utils.files import read_jsonl
 from utils.training.metrics import MetricsLogger
+from utils.training.trainer import DivergenceGuard, TrainingDiverged
 
 
 def logger_for(tmp_path, events=None) -> MetricsLogger:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
 from tests.helpers import write_dataset
-from utils.training.trainer import FineTuneGPTTrainer
-from utils.training.setup import build_training_setup, make_gpt_config
+from tests.training.model_helpers import build_model, count_mlp_calls, synthetic_batch, without_dropout
 from utils.text.frontend import TextFrontEnd
 from utils.training.arguments import TrainArguments
+from utils.training.setup import build_training_setup
 from utils.training_optimizations import (
     GPUInfo,
     TrainingOptimizer,
@@ -22,50 +21,6 @@ from utils.training_optimizations import (
     get_memory_stats,
     gpt_transformer,
 )
-
-
-def build_model(base, tmp_path: Path):
-    base_config = json.loads(base.config.read_text())
-    args = TrainArguments(version="tiny", train_csv="unused.csv", output_path=str(tmp_path))
-    config, _ = make_gpt_config(
-        args, base, checkpoint=base.model, base_config=base_config, vocab_path=base.vocab,
-        languages=base_config["languages"], language="en", steps_per_epoch=1, output_path=tmp_path, run_name="t",
-    )  # fmt: skip
-    return FineTuneGPTTrainer(config), config
-
-
-def synthetic_batch(batch: int = 2, text_len: int = 12, codes: int = 40, seed: int = 0) -> dict:
-    g = torch.Generator().manual_seed(seed)
-    return {
-        "text_inputs": torch.randint(5, 200, (batch, text_len), generator=g),
-        "text_lengths": torch.tensor([text_len, text_len - 3][:batch]),
-        "audio_codes": torch.randint(0, 1024, (batch, codes), generator=g),
-        "wav_lengths": torch.tensor([codes * 1024 - 500, (codes - 6) * 1024][:batch]),
-        "cond_mels": torch.randn(batch, 1, 80, 120, generator=g),
-        "cond_idxs": None,
-        "cond_lens": None,
-    }
-
-
-def without_dropout(model: torch.nn.Module) -> None:
-    # Exact gradient comparisons need a deterministic forward.
-    for module in model.modules():
-        if isinstance(module, (torch.nn.Dropout, torch.nn.Dropout1d)):
-            module.p = 0.0
-
-
-def count_mlp_calls(gpt2: torch.nn.Module) -> list[int]:
-    """Wrap each block's MLP forward with a counter (module hooks do not fire on the recompute)."""
-    counts = [0] * len(gpt2.h)
-    for i, block in enumerate(gpt2.h):
-        original = block.mlp.forward
-
-        def counted(*args, _i=i, _original=original, **kwargs):
-            counts[_i] += 1
-            return _original(*args, **kwargs)
-
-        block.mlp.forward = counted
-    return counts
 
 
 def loss_and_grads(model, batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -187,7 +142,9 @@ def test_apply_sets_the_trainer_config_for_the_detected_gpu(tiny_base, tmp_path,
     assert report.is_applied("TF32 matmuls") is tf32
     assert report.is_applied("mixed precision") is mixed
     names = {item["name"] for item in report.applied} | {item["name"] for item in report.skipped}
-    assert names == {"gradient checkpointing", "SDPA attention", "mixed precision", "TF32 matmuls", "cuDNN benchmark"}
+    assert names == {"gradient checkpointing", "SDPA attention", "mixed precision", "TF32 matmuls", "cuDNN benchmark",
+                     "fused GELU", "fused AdamW", "8-bit AdamW"}
+    assert config.optimizer_params.get("fused") is True, "a CUDA GPU steps AdamW with the fused kernel"
     assert all(item["reason"] for item in report.skipped)
 
 
@@ -200,7 +157,10 @@ def test_report_is_saved_and_explains_skips(tiny_base, tmp_path):
     assert "eager" in skipped["SDPA attention"]
     assert "No CUDA GPU" in skipped["mixed precision"]
     assert saved["precision"]["precision"] == "fp32"
-    assert ": on." not in report.to_markdown() and "**SDPA attention**: off." in report.to_markdown()
+    markdown = report.to_markdown()
+    user_choices = ("gradient checkpointing", "SDPA attention", "mixed precision", "TF32 matmuls", "cuDNN benchmark")
+    assert not any(f"**{name}**: on." in markdown for name in user_choices) and "**SDPA attention**: off." in markdown
+    assert "**fused GELU**: on." in markdown, "the fused GELU computes the same values: always on"
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from utils.memory_plan import tracker as t
 from utils.memory_plan.architecture import resolve_architecture
 from utils.memory_plan.trace import BatchModel, DirectTraces, StepSettings
 from utils.training.arguments import TrainArguments
+from utils.training.optimizations import FUSED_ADAMW
 from utils.training_optimizations import GPUInfo, TrainingOptimizer, detect_gpu, get_memory_stats
 
 GIB = 1024**3
@@ -37,7 +38,7 @@ CUDA_KERNELS_AND_WORKSPACES_BYTES = 150 * MIB
 # of the traced peak: a batch "fits" only with this much to spare.
 SAFETY_MARGIN = 0.10
 MAX_BATCH = 512  # TrainArguments' own limit
-PLANNER_OPTIONS = ("device", "fused_adamw", "frozen_models_on_gpu", "gpu", "free_bytes", "cuda_overhead_bytes",
+PLANNER_OPTIONS = ("device", "fused_adamw", "leaner_steps", "frozen_models_on_gpu", "gpu", "free_bytes", "cuda_overhead_bytes",
                    "safety_margin", "progress_callback", "stop_event")  # fmt: skip
 BREAKDOWN = ("weights", "gradients", "optimizer_state", "activations", "optimizer_temporaries", "frozen_models",
              "cuda_overhead")  # fmt: skip
@@ -158,8 +159,10 @@ def step_settings(arguments: TrainArguments, options: dict[str, Any]) -> StepSet
 
     device = options.get("device", "cuda")
     gpu = planned_gpu(options.get("gpu")) if device == "cuda" else GPUInfo(available=False)
+    leaner = bool(options.get("leaner_steps", True))
     planned = TrainingOptimizer(arguments.enable_grad_checkpoint, arguments.enable_sdpa,
-                                arguments.enable_mixed_precision, arguments.precision, gpu=gpu)  # fmt: skip
+                                arguments.enable_mixed_precision, arguments.precision, gpu=gpu,
+                                leaner_steps=leaner)  # fmt: skip
     choice = planned.precision_choice()
     arch = resolve_architecture(arguments.version, arguments.models_dir or None, arguments.custom_model,
                                 arguments.language, arguments.vocab_new_tokens)  # fmt: skip
@@ -173,7 +176,9 @@ def step_settings(arguments: TrainArguments, options: dict[str, Any]) -> StepSet
         sdpa=arguments.enable_sdpa,
         precision=choice.precision if choice.mixed_precision else "fp32",
         target=device,
-        fused_adamw=bool(options.get("fused_adamw", False)),
+        fused_adamw=bool(options.get("fused_adamw", planned.plan().is_applied(FUSED_ADAMW))),
+        optimizer=arguments.optimizer,
+        leaner_steps=leaner,
         accumulating=arguments.grad_acumm > 1,
         grad_accum_steps=arguments.grad_acumm,
         grad_clip=arguments.grad_clip,
@@ -188,6 +193,8 @@ def _settings_summary(settings: StepSettings, options: dict[str, Any]) -> dict[s
         "grad_checkpoint": settings.grad_checkpoint,
         "sdpa": settings.sdpa,
         "fused_adamw": settings.fused_adamw,
+        "optimizer": settings.optimizer,
+        "leaner_steps": settings.leaner_steps,
         "grad_acumm": settings.grad_accum_steps,
         "max_audio_length": settings.audio_samples,
         "text_tokens": settings.text_tokens,
@@ -260,8 +267,9 @@ def estimate_gpt_memory(*args: Any, **kwargs: Any) -> MemoryEstimate:
 
     Takes `train_gpt`'s arguments (positional or keyword; dataset paths and callbacks are not needed
     and are ignored) plus planner options:
-      device="cuda" (plan for a GPU; "cpu" plans the tensors of a CPU run), fused_adamw=False (AdamW's
-      fused kernel instead of the foreach one train_gpt uses on a GPU), frozen_models_on_gpu=True
+      device="cuda" (plan for a GPU; "cpu" plans the tensors of a CPU run), fused_adamw (default: what
+      train_gpt does, fused on a GPU; False plans the foreach kernel), leaner_steps=True (False: coqui's step
+      as shipped, without the fused GELU, fused AdamW and a CPU-side HiFi-GAN), frozen_models_on_gpu=True
       (False: without the DVAE and HiFi-GAN resident), gpu (a GPUInfo; default the detected GPU, else an
       assumed Ampere-or-newer one: it decides BF16/FP16/FP32), free_bytes (for batch_size="auto"; default
       the detected GPU's free memory), cuda_overhead_bytes, safety_margin.
@@ -297,8 +305,10 @@ def fit_advice(estimate: MemoryEstimate) -> list[str]:
         advice.append("Turn on mixed precision (enable_mixed_precision=True) on a Volta or newer GPU.")
     if not s["sdpa"]:
         advice.append("Turn on SDPA attention (enable_sdpa=True): no attention matrices are kept.")
-    if not s["fused_adamw"] and estimate.peak_phase == "optimizer step":
+    if not s["fused_adamw"] and s["optimizer"] == "adamw" and estimate.peak_phase == "optimizer step":
         advice.append("The optimizer step sets the peak: a fused AdamW would avoid its temporary copy of the weights.")
+    if s["optimizer"] == "adamw" and estimate.breakdown_gib.get("optimizer_state", 0) > 1.0:
+        advice.append("Use optimizer='adamw_8bit' (bitsandbytes, CUDA): AdamW's state in a quarter of the memory.")
     if estimate.batch_size > 1:
         effective = estimate.batch_size * s["grad_acumm"]
         advice.append(f"Use a smaller batch_size with a larger grad_acumm (same effective batch {effective}).")
@@ -336,6 +346,8 @@ def ways_to_fit(free_bytes: int, *args: Any, **kwargs: Any) -> list[dict[str, An
                            {"batch_size": batch, "grad_acumm": accumulation}))  # fmt: skip
     if arguments.max_audio_length > 220500:
         candidates.append(("max_audio_length=220500 (10 s clips at most)", {"max_audio_length": 220500}))
+    if arguments.optimizer == "adamw":
+        candidates.append(("optimizer='adamw_8bit' (bitsandbytes, CUDA)", {"optimizer": "adamw_8bit"}))
     ways = []
     for change, keywords in candidates:
         estimate = estimate_gpt_memory(**{**given, **keywords})

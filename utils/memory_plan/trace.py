@@ -55,6 +55,8 @@ class StepSettings:
     precision: str  # "fp32" | "bf16" | "fp16" (as TrainingOptimizer chose it)
     target: str = "cuda"  # "cuda": emulate a GPU's kernels and allocator; "cpu": trace as the CPU runs
     fused_adamw: bool = False
+    optimizer: str = "adamw"  # "adamw" | "adamw_8bit" (bitsandbytes, CUDA)
+    leaner_steps: bool = True  # False: coqui's step as shipped (composite GELU, HiFi-GAN on the GPU, ...)
     accumulating: bool = False  # gradients of the previous micro-step are held (grad_acumm > 1)
     grad_accum_steps: int = 1
     grad_clip: float = 1.0
@@ -125,12 +127,26 @@ def _emulation(settings: StepSettings) -> Iterator[None]:
         yield
 
 
-def _register_resident(tracker: t.MemoryTracker, model: Any, optimizer: Any) -> list:
+def _optimizer(model: Any, config: Any, settings: StepSettings) -> Any:
+    """The run's optimizer (coqui's AdamW parameter groups), or the 8-bit AdamW's memory stand-in."""
+    if settings.optimizer != "adamw_8bit" or settings.target != "cuda":
+        config.optimizer = "AdamW"
+        return model.get_optimizer()
+    from utils.memory_plan.eight_bit import EightBitAdamWTrace
+
+    config.optimizer = "AdamW"
+    return EightBitAdamWTrace(model.get_optimizer().param_groups, lr=config.lr)
+
+
+def _register_resident(tracker: t.MemoryTracker, model: Any, optimizer: Any, settings: StepSettings) -> list:
     from torch._subclasses.fake_tensor import FakeTensor
 
     trainable = {id(p) for group in optimizer.param_groups for p in group["params"]}
-    # coqui's Trainer moves the whole model to the GPU: the frozen DVAE and HiFi-GAN decoder too.
-    for p in model.parameters():
+    # coqui's Trainer moves the whole model to the GPU: the frozen DVAE too; train_gpt then takes the HiFi-GAN
+    # decoder back to the CPU, since no training step uses it.
+    for name, p in model.named_parameters():
+        if name.startswith("xtts.hifigan_decoder.") and settings.target == "cuda" and settings.leaner_steps:
+            continue
         tracker.track(p, t.WEIGHTS if id(p) in trainable else t.FROZEN)
     for b in model.buffers():
         tracker.track(b, t.FROZEN)
@@ -192,18 +208,20 @@ def _trace_step(settings: StepSettings) -> StepTrace:
         settings.precision != "fp32",
         settings.precision if settings.precision != "fp32" else "auto",
         gpu=_gpu_for(settings),
+        leaner_steps=settings.leaner_steps,
     )
     apply_optimizations(model, config, planned)
+    config.optimizer_params = _optimizer_params(settings)  # the planned AdamW kernel, as asked
     metadata = t.RealMetadata()
     tracker = t.MemoryTracker(t.CUDA_BLOCK_BYTES if settings.target == "cuda" else 1)
     with fake_mode, metadata, _emulation(settings):
-        optimizer = model.get_optimizer()
+        optimizer = _optimizer(model, config, settings)
         trainable = [p for group in optimizer.param_groups for p in group["params"]]
         for p in trainable:  # one step without data allocates AdamW's state: the steady state
             p.grad = torch.zeros_like(p)
         optimizer.step()
         optimizer.zero_grad(set_to_none=not settings.accumulating)
-        handles = _register_resident(tracker, model, optimizer)
+        handles = _register_resident(tracker, model, optimizer, settings)
         try:
             with tracker:
                 batch = worst_case_batch(settings, model.args.gpt_use_masking_gt_prompt_approach)

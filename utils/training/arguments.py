@@ -17,6 +17,7 @@ from typing import Any
 
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
 from utils.device.precision import PRECISIONS
+from utils.training.optimizations import OPTIMIZERS
 
 # The longest clip a run may ask for before the base model's own limit is known: 30 s.
 MAX_AUDIO_LENGTH_CEILING = 30 * XTTS_SAMPLE_RATE
@@ -45,6 +46,7 @@ class Option:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
+    special: tuple[str, ...] = ()  # words a numeric option also takes ("auto")
     ui: UI | None = None
 
 
@@ -63,7 +65,10 @@ class TrainArguments:
                            "know gets its own token and vocabulary.", ui=UI("Language", DATA, "dropdown"))
     num_epochs: int = option(10, "Passes over the training rows.", minimum=1, maximum=10_000,
                              ui=UI("Epochs", SCHEDULE))
-    batch_size: int = option(8, "Clips per training step.", minimum=1, maximum=512, ui=UI("Batch size", SCHEDULE))
+    batch_size: int | str = option(8, "Clips per training step, or 'auto': the largest that fits the GPU's free memory "
+                                   "(the memory planner's choice, confirmed by one real step), or the free RAM on a "
+                                   "CPU.", minimum=1, maximum=512, special=("auto",),
+                                   ui=UI("Batch size", SCHEDULE, "textbox", info="a number, or auto"))
     grad_acumm: int = option(2, "Gradient accumulation: steps per optimizer update (effective batch = batch_size x "
                              "grad_acumm).", minimum=1, maximum=1024, ui=UI("Gradient accumulation", SCHEDULE))
     train_csv: str = option("", "Training metadata CSV: audio_file|text|speaker_name (also comma/tab separated, or "
@@ -103,6 +108,12 @@ class TrainArguments:
                                      maximum=100, ui=UI("Checkpoints kept", ADVANCED))
     precision: str = option("auto", "auto | bf16 | fp16 | fp32. auto picks by GPU; a request the GPU cannot honour "
                             "falls back, with a reason.", choices=PRECISIONS, ui=UI("Precision", SPEED, "radio"))
+    enable_tf32: bool = option(
+        True, "TF32 matmuls and cuDNN autotuning on Ampere and newer GPUs: faster FP32 math, slightly less exact.",
+        ui=UI("TF32 / cuDNN autotune", SPEED, info="Ampere+ only; off = exact FP32"))
+    optimizer: str = option("adamw", "adamw (fused on CUDA) | adamw_8bit (bitsandbytes, CUDA only: a quarter of the "
+                            "optimizer memory; falls back to adamw with a reason).", choices=OPTIMIZERS,
+                            ui=UI("Optimizer", SPEED, "radio"))
     resume_from: str = option("", "A run folder (or a checkpoint in it) to continue: step, optimizer and scheduler "
                               "are restored.", ui=UI("Resume run", ADVANCED, "dropdown",
                                                      info="continue a stopped run: its own settings are restored"))
@@ -170,7 +181,11 @@ def _checked(name: str, value: Any, default: Any, spec: Option) -> Any:
         if not isinstance(value, bool):
             raise ValueError(f"{name} must be True or False; got {value!r}.")
         return value
+    if isinstance(value, str) and value.strip().lower() in spec.special:
+        return value.strip().lower()
     if isinstance(default, int):
+        if isinstance(value, str) and spec.special:  # typed in a text box: "8"
+            value = _parsed_number(name, value, spec)
         return _bounded(name, _whole(name, value), spec)
     if isinstance(default, float):
         return _bounded(name, _number(name, value), spec)
@@ -190,6 +205,13 @@ def _checked(name: str, value: Any, default: Any, spec: Option) -> Any:
     if spec.choices is not None and value not in spec.choices:
         raise ValueError(f"{name} must be one of {', '.join(spec.choices)}; got {value!r}.")
     return value
+
+
+def _parsed_number(name: str, text: str, spec: Option) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number or {' / '.join(spec.special)}; got {text!r}.") from None
 
 
 def _number(name: str, value: Any) -> float:

@@ -22,6 +22,10 @@ SDPA = "SDPA attention"
 MIXED_PRECISION = "mixed precision"
 TF32 = "TF32 matmuls"
 CUDNN_BENCHMARK = "cuDNN benchmark"
+FUSED_GELU = "fused GELU"
+FUSED_ADAMW = "fused AdamW"
+ADAMW_8BIT = "8-bit AdamW"
+OPTIMIZERS = ("adamw", "adamw_8bit")
 
 
 @dataclass
@@ -85,6 +89,42 @@ def configure_gradient_checkpointing(gpt2: torch.nn.Module, enable: bool) -> Non
     gpt2.config.use_cache = False
 
 
+def _checkpointed(forward: Any, *args: Any, **kwargs: Any) -> Any:
+    if torch.is_grad_enabled():
+        from torch.utils.checkpoint import checkpoint
+
+        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+    return forward(*args, **kwargs)
+
+
+def conditioning_modules(xtts_gpt: torch.nn.Module) -> list[torch.nn.Module]:
+    """The conditioning path's blocks (the attention blocks of the conditioning encoder, the perceiver resampler)."""
+    blocks = list(getattr(getattr(xtts_gpt, "conditioning_encoder", None), "attn", []))
+    perceiver = getattr(xtts_gpt, "conditioning_perceiver", None)
+    return blocks + ([perceiver] if perceiver is not None else [])
+
+
+def configure_conditioning_checkpointing(xtts_gpt: torch.nn.Module, enable: bool) -> int:
+    """Recompute the conditioning path in backward too (its activations grow with the batch like the GPT's).
+    The forward is wrapped per instance, so module names and checkpoints are unchanged. Returns blocks on."""
+    modules = conditioning_modules(xtts_gpt)
+    for module in modules:
+        module.__dict__.pop("forward", None)  # back to the class's forward
+        if enable:
+            module.forward = functools.partial(_checkpointed, module.forward)
+    return len(modules) if enable else 0
+
+
+def configure_activation(gpt2: torch.nn.Module) -> None:
+    """GPT-2's `gelu_new` is a Python composite that keeps several intermediates for backward; the fused tanh
+    GELU computes the same function (within 1e-7) in one kernel."""
+    from transformers.activations import ACT2FN
+
+    gpt2.config.activation_function = "gelu_pytorch_tanh"
+    for block in gpt2.h:
+        block.mlp.act = ACT2FN["gelu_pytorch_tanh"]
+
+
 def configure_attention(gpt2: torch.nn.Module, enable_sdpa: bool) -> None:
     wanted = "sdpa" if enable_sdpa else "eager"
     gpt2.set_attn_implementation(wanted)
@@ -104,6 +144,17 @@ def configure_tensor_cores(config: Any, enable: bool) -> None:
     config.cudnn_benchmark = enable
 
 
+def configure_optimizer(config: Any, fused: bool, eight_bit: bool) -> None:
+    """AdamW as fused kernels on CUDA (no foreach temporaries at the step), or bitsandbytes' 8-bit AdamW
+    (a quarter of the optimizer state) when asked for on CUDA."""
+    config.optimizer = "AdamW8bit" if eight_bit else "AdamW"
+    params = dict(config.optimizer_params or {})
+    params.pop("fused", None)
+    if fused and not eight_bit:
+        params["fused"] = True
+    config.optimizer_params = params
+
+
 class TrainingOptimizer:
     """Applies the three training optimizations (and the GPU flags they need) to a coqui GPTTrainer."""
 
@@ -114,13 +165,36 @@ class TrainingOptimizer:
         enable_mixed_precision: bool = True,
         precision: str = "auto",
         gpu: GPUInfo | None = None,
+        *,
+        enable_tf32: bool = True,
+        optimizer: str = "adamw",
+        leaner_steps: bool = True,
     ) -> None:
         choose_precision(None, precision)  # validates the name
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {optimizer!r}.")
         self.enable_grad_checkpoint = enable_grad_checkpoint
         self.enable_sdpa = enable_sdpa
         self.enable_mixed_precision = enable_mixed_precision
         self.precision = precision
         self.gpu = gpu if gpu is not None else detect_gpu()
+        self.enable_tf32 = enable_tf32
+        self.optimizer = optimizer
+        # False reproduces coqui's step as shipped (composite GELU, foreach AdamW, conditioning path kept):
+        # the benchmark and the planner measure each saving on and off.
+        self.leaner_steps = leaner_steps
+
+    def eight_bit_adamw(self) -> tuple[bool, str]:
+        """(on, why not) for bitsandbytes' 8-bit AdamW: it needs a CUDA GPU and the package."""
+        if self.optimizer != "adamw_8bit":
+            return False, "not requested (optimizer='adamw_8bit' turns it on with a CUDA GPU)"
+        if not self.gpu.available:
+            return False, "needs a CUDA GPU: regular AdamW"
+        import importlib.util
+
+        if importlib.util.find_spec("bitsandbytes") is None:
+            return False, "bitsandbytes is not installed (pip install bitsandbytes==0.50.2): regular AdamW"
+        return True, ""
 
     def precision_choice(self) -> PrecisionChoice:
         if not self.enable_mixed_precision:
@@ -132,7 +206,8 @@ class TrainingOptimizer:
         choice = self.precision_choice()
         report = OptimizationReport(device={**self.gpu.to_dict(), "summary": self.gpu.summary()}, precision=asdict(choice))
         if self.enable_grad_checkpoint:
-            report.add(GRAD_CHECKPOINTING, "every GPT block recomputes its activations in backward")
+            report.add(GRAD_CHECKPOINTING, "every GPT block and the conditioning encoder recompute their activations "
+                       "in backward")  # fmt: skip
         else:
             report.skip(GRAD_CHECKPOINTING, "turned off by the user")
         if self.enable_sdpa:
@@ -150,18 +225,45 @@ class TrainingOptimizer:
             (TF32, "FP32 matmuls and convolutions use TF32 tensor cores"),
             (CUDNN_BENCHMARK, "cuDNN picks the fastest convolution kernels"),
         ):
-            if self.gpu.ampere_or_newer:
+            if not self.enable_tf32:
+                report.skip(name, "turned off by the user (enable_tf32=False): exact FP32 math")
+            elif self.gpu.ampere_or_newer:
                 report.add(name, detail)
             else:
                 report.skip(name, "needs an Ampere or newer GPU" if self.gpu.available else "no CUDA GPU")
+        if self.leaner_steps:
+            report.add(FUSED_GELU, "GPT-2's gelu_new composite replaced by the fused tanh GELU (same values)")
+        else:
+            report.skip(FUSED_GELU, "leaner steps off: coqui's step as shipped")
+        self._plan_optimizer(report)
         return report
+
+    def _plan_optimizer(self, report: OptimizationReport) -> None:
+        eight_bit, why_not = self.eight_bit_adamw()
+        if eight_bit:
+            report.add(ADAMW_8BIT, "bitsandbytes AdamW8bit: optimizer state in 8 bits (a quarter of the memory)")
+        else:
+            report.skip(ADAMW_8BIT, why_not)
+        if self.gpu.available and not eight_bit and self.leaner_steps:
+            report.add(FUSED_ADAMW, "one fused CUDA kernel per step: no foreach temporaries at the optimizer step")
+        elif not eight_bit:
+            report.skip(FUSED_ADAMW, "no CUDA GPU: the CPU's foreach AdamW" if not self.gpu.available
+                        else "leaner steps off: coqui's foreach AdamW")  # fmt: skip
+        else:
+            report.skip(FUSED_ADAMW, "8-bit AdamW is used instead")
 
     def apply(self, model: torch.nn.Module, config: Any) -> OptimizationReport:
         """Apply the plan to a coqui `GPTTrainer` and its `GPTTrainerConfig`; return what was applied."""
         report = self.plan()
         gpt2 = gpt_transformer(model)
         configure_gradient_checkpointing(gpt2, self.enable_grad_checkpoint)
+        xtts_gpt = getattr(getattr(model, "xtts", None), "gpt", None)
+        if xtts_gpt is not None:
+            configure_conditioning_checkpointing(xtts_gpt, self.enable_grad_checkpoint and self.leaner_steps)
+        if self.leaner_steps:
+            configure_activation(gpt2)
         configure_attention(gpt2, self.enable_sdpa)
         configure_mixed_precision(config, self.precision_choice())
         configure_tensor_cores(config, report.is_applied(TF32))
+        configure_optimizer(config, report.is_applied(FUSED_ADAMW), report.is_applied(ADAMW_8BIT))
         return report

@@ -45,6 +45,7 @@ from utils.training.run_record import (
     update_run,
     write_run,
 )
+from utils.training.auto_batch import plan_batch_size, probe_batch_size
 from utils.training.checkpoints import newest_checkpoint
 from utils.training.setup import TrainingSetup, build_training_setup
 from utils.training.text_checks import text_check_options
@@ -93,6 +94,7 @@ class TrainingRun:
         self.metrics: MetricsLogger | None = None
         self.setup: TrainingSetup | None = None
         self.clip_failures: list[str] = []
+        self.batch_choice = ""
 
     # --- before any folder or model exists ------------------------------------------------------------
     def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
@@ -108,6 +110,10 @@ class TrainingRun:
 
     def execute(self) -> RunOutput:
         base, report = self.check_inputs()
+        auto_batch = self.args.batch_size == "auto"
+        if auto_batch:
+            batch, self.batch_choice = plan_batch_size(self.args, report.train_count)
+            self.args = self.args.replace(batch_size=batch)
         steps_per_epoch = max(1, math.ceil(report.train_count / self.args.batch_size))
         self.run_dir = self.resume_dir or create_run_dir(self.args.output_path, self.args.run_name or
                                                          f"{self.language}-{base.version}")  # fmt: skip
@@ -120,6 +126,8 @@ class TrainingRun:
                 self.args, base, report, self.frontend, self.run_dir, self.metrics, should_stop=self.should_stop,
                 resume=self.resume_point, on_checkpoint=self._checkpoint_saved,
             )  # fmt: skip
+            if auto_batch:
+                self._confirm_batch_size(report)
             self._write_run_files(report)
             # Taken now, while the dataset is as validated: the user's files may move during a long run.
             update_run(self.run_dir, reference=write_reference_wav(self.setup.train_durations, self.run_dir / REFERENCE_WAV))
@@ -140,6 +148,21 @@ class TrainingRun:
         assert self.run_dir is not None and self.metrics is not None
         update_run(self.run_dir, status=status, **fields)
         self.metrics.status(status.value, run_dir=str(self.run_dir), **fields)
+
+    def _confirm_batch_size(self, report: DatasetReport) -> None:
+        """batch_size="auto" on a GPU: one real step at the longest lengths confirms the planned batch."""
+        assert self.setup is not None and self.metrics is not None
+        batch = probe_batch_size(self.setup.trainer, self.args.batch_size)
+        if batch != self.args.batch_size:
+            self.batch_choice += f"; the probe step fit {batch}"
+            self.args = self.args.replace(batch_size=batch)
+            self.setup.trainer.config.batch_size = self.setup.trainer.config.eval_batch_size = batch
+            self.setup.steps_per_epoch = max(1, math.ceil(report.train_count / batch))
+            self.setup.total_steps = self.args.num_epochs * self.setup.steps_per_epoch
+            self.metrics.batch_size, self.metrics.steps_per_epoch = batch, self.setup.steps_per_epoch
+            self.metrics.total_steps = self.setup.total_steps
+        print(self.batch_choice, flush=True)
+        update_run(self.run_dir, arguments=self.args.to_dict(), batch_size_auto=self.batch_choice)
 
     def _checkpoint_saved(self, kind: str, path: Path, steps_done: int) -> None:
         assert self.run_dir is not None
@@ -195,8 +218,9 @@ class TrainingRun:
         try:
             yield
         except torch.OutOfMemoryError as exc:
-            self._fail("out of GPU memory")
-            raise torch.OutOfMemoryError(out_of_memory_advice(self.args)) from exc
+            advice = out_of_memory_advice(self.args) + planner_suggestion(self.args)
+            self._fail(f"out of GPU memory. {advice}")
+            raise torch.OutOfMemoryError(advice) from exc
         except BaseException as exc:
             if read_run(self.run_dir).get("status") != RunStatus.FAILED.value:
                 self._fail(f"{type(exc).__name__}: {exc}")
@@ -270,6 +294,24 @@ def changed_arguments(before: dict[str, Any], now: dict[str, Any]) -> dict[str, 
     if not before:
         return {}
     return {k: [before.get(k), v] for k, v in now.items() if k != "resume_from" and before.get(k) != v}
+
+
+def planner_suggestion(args: TrainArguments) -> str:
+    """The memory planner's answer to an out-of-memory error: the largest batch that fits the GPU's free memory."""
+    try:
+        from utils.memory_plan.planner import GIB, detected_free_bytes, largest_batch_that_fits
+
+        free = detected_free_bytes()
+        if free is None:
+            return ""
+        keywords = {k: v for k, v in args.to_dict().items() if k != "batch_size"}
+        batch = largest_batch_that_fits(free, **keywords)
+    except Exception as exc:  # noqa: BLE001 - advice must never hide the error it explains
+        return f" (The memory planner could not be asked: {exc}.)"
+    if batch == 0:
+        return f" The memory planner finds no batch that fits in {free / GIB:.2f} GiB free with these settings."
+    return (f" The memory planner fits batch_size={batch} in the {free / GIB:.2f} GiB free now (or use "
+            "batch_size='auto').")  # fmt: skip
 
 
 def history_entry(previous: dict[str, Any]) -> dict[str, Any]:

@@ -176,7 +176,7 @@ def build_model(args: TrainArguments, config: GPTTrainerConfig, vocab: VocabChoi
     model = FineTuneGPTTrainer(config)
     vocab.adapt_model(model)
     optimizer = TrainingOptimizer(args.enable_grad_checkpoint, args.enable_sdpa, args.enable_mixed_precision,
-                                  args.precision)  # fmt: skip
+                                  args.precision, enable_tf32=args.enable_tf32, optimizer=args.optimizer)  # fmt: skip
     return model, optimizer.apply(model, config)
 
 

@@ -1,0 +1,50 @@
+"""batch_size="auto": the memory planner picks the largest batch that fits (free RAM on this CPU machine), the run
+records how, and the notebook, CLI and web form all accept it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import write_dataset
+from utils.cli import build_parser
+from utils.gpt_train import train_gpt
+from utils.training.arguments import TrainArguments
+
+pytestmark = pytest.mark.slow
+
+
+def test_auto_batch_size_is_planned_recorded_and_trained(tmp_path, tiny_base):
+    csv_path = write_dataset(tmp_path / "data", n=8)
+    result = train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out"), version="tiny", num_epochs=1,
+                       batch_size="auto", grad_acumm=1, enable_mixed_precision=False, num_workers=0)  # fmt: skip
+    run = json.loads((Path(result.run_dir) / "run.json").read_text())
+    batch = run["arguments"]["batch_size"]
+    assert isinstance(batch, int) and batch == run["dataset"]["rows_train"] == 7
+    assert "batch_size auto = 7" in run["batch_size_auto"] and "free RAM" in run["batch_size_auto"]
+    assert "capped at the 7 training rows" in run["batch_size_auto"], "the tiny model fits far more in RAM"
+    steps = [json.loads(line) for line in (Path(result.run_dir) / "metrics.jsonl").open()]
+    assert [r["step"] for r in steps if r["type"] == "train"] == [1], "one step of 7 clips per epoch"
+
+
+def test_auto_is_accepted_by_the_cli_and_the_declaration_only_as_a_word():
+    args = build_parser().parse_args(["train", "--batch-size", "auto"])
+    assert TrainArguments(batch_size=args.batch_size).batch_size == "auto"
+    assert TrainArguments(batch_size=build_parser().parse_args(["train", "--batch-size", "6"]).batch_size).batch_size == 6
+    with pytest.raises(ValueError, match="whole number or auto"):
+        TrainArguments(batch_size="plenty")
+
+
+def test_the_fine_tune_tab_plans_memory_for_the_form(tmp_path, tiny_base):
+    from webui.context import UIContext
+    from webui.form import form_values
+    from webui.runner import TrainingRunner
+    from webui.train_tab import batch_markdown, memory_plan_markdown
+
+    ctx = UIContext(output_dir=tmp_path / "out", runner=TrainingRunner(tmp_path / "out"))
+    text = memory_plan_markdown(ctx, form_values(TrainArguments(version="tiny", batch_size=2)))
+    assert "Predicted peak" in text and "weights" in text and "No GPU here" in text
+    assert "auto" in batch_markdown(10, "auto", 2, 3) and "chosen at Start" in batch_markdown(10, "auto", 2, 3)
+    assert "4 × 2 = 8" in batch_markdown(10, "4", 2, 3), "the text box sends the batch as text"

@@ -1,0 +1,87 @@
+"""batch_size="auto": the largest batch the memory planner fits in free memory, confirmed on a GPU by one step.
+
+On a CUDA GPU the planner's batch (with its safety margin) is tried with one real step at the longest
+lengths, with the learning rate at zero (the weights stay as loaded; the optimizer's state is cleared
+afterwards), backing off on out-of-memory. On a CPU the plan is made against the free RAM, with no probe:
+running out of RAM ends a process rather than raising.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psutil
+import torch
+
+from utils.device.gpu import detect_gpu
+from utils.training.arguments import TrainArguments
+
+log = logging.getLogger(__name__)
+# The share of free RAM a CPU run plans for: the OS, the data loader and this process need the rest.
+CPU_RAM_SHARE = 0.6
+
+
+def plan_batch_size(args: TrainArguments, train_rows: int) -> tuple[int, str]:
+    """(batch size, how it was chosen) for batch_size="auto"; ValueError when not even a batch of 1 fits."""
+    from utils.memory_plan.planner import GIB, detected_free_bytes, estimate_gpt_memory, largest_batch_that_fits
+
+    keywords = {k: v for k, v in args.to_dict().items() if k not in ("batch_size",)}
+    if detect_gpu().available:
+        free, device, where = detected_free_bytes(), "cuda", "free GPU memory"
+    else:
+        free, device, where = int(psutil.virtual_memory().available * CPU_RAM_SHARE), "cpu", "free RAM (60%)"
+    if free is None:
+        raise ValueError("batch_size='auto' could not read the GPU's free memory; give a number.")
+    batch = largest_batch_that_fits(int(free), device=device, **keywords)
+    if batch == 0:
+        needed = estimate_gpt_memory(device=device, batch_size=1, **keywords)
+        raise ValueError(f"batch_size='auto': not even a batch of 1 fits in {free / GIB:.2f} GiB of {where} (it needs "
+                         f"{needed.required_bytes / GIB:.2f} GiB). Turn on the memory savings, or free memory.")  # fmt: skip
+    chosen = min(batch, max(1, train_rows))
+    return chosen, (f"batch_size auto = {chosen}: the planner fits {batch} in {free / GIB:.2f} GiB of {where}"
+                    + (f", capped at the {train_rows} training rows" if chosen < batch else ""))  # fmt: skip
+
+
+def probe_batch_size(trainer: Any, planned: int) -> int:
+    """On a CUDA GPU, the largest batch from `planned` down that runs one real step at the longest lengths."""
+    if not trainer.use_cuda:
+        return planned
+    from utils.memory_plan.probe import confirm_batch_size
+
+    def try_step(batch: int) -> None:
+        _zero_lr_step(trainer, batch)
+
+    return confirm_batch_size(planned, try_step, on_retry=lambda failed, smaller: log.warning(
+        "batch_size auto: %d ran out of GPU memory in the probe step; trying %d.", failed, smaller))  # fmt: skip
+
+
+def _zero_lr_step(trainer: Any, batch_size: int) -> None:
+    """One forward, backward and optimizer step on the longest clips with the learning rate at zero; the
+    optimizer's state and the gradients are cleared after, so training starts exactly as loaded."""
+    model, optimizer = trainer.model, trainer.optimizer[0] if isinstance(trainer.optimizer, list) else trainer.optimizer
+    lrs = [group["lr"] for group in optimizer.param_groups]
+    try:
+        for group in optimizer.param_groups:
+            group["lr"] = 0.0
+        batch = trainer.format_batch(_longest_batch(trainer, batch_size))
+        # coqui's forward-backward-step without the step's callbacks, counters and scheduler.
+        trainer.optimize(batch, optimizer, trainer.scaler, trainer.criterion[0], None)
+    finally:
+        for group, lr in zip(optimizer.param_groups, lrs, strict=True):
+            group["lr"] = lr
+        optimizer.state.clear()
+        model.zero_grad(set_to_none=True)
+        torch.cuda.empty_cache()
+
+
+def _longest_batch(trainer: Any, batch_size: int) -> dict[str, Any]:
+    """A collated batch of real clips repeated to `batch_size`, padded to the longest clip the run allows."""
+    loader = trainer.model.get_data_loader(trainer.config, is_eval=False, samples=trainer.train_samples[:batch_size])
+    items = [loader.dataset[i % len(loader.dataset)] for i in range(batch_size)]
+    batch = loader.dataset.collate_fn(items)
+    longest = trainer.config.model_args.max_wav_length
+    batch["wav"] = torch.nn.functional.pad(batch["wav"], (0, max(0, longest - batch["wav"].shape[-1])))
+    batch["wav_lengths"] = torch.full_like(batch["wav_lengths"], longest)
+    batch.pop("filenames", None)  # padded stand-ins: their DVAE codes must not enter the per-clip cache
+    return batch
