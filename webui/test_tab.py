@@ -59,7 +59,8 @@ def run_selected(ctx: UIContext, run: str, ready_path: str) -> tuple[Any, Any]:
 def create_test_tab(ctx: UIContext) -> dict[str, Any]:
     with gr.Tab("3. Test", id="test"):
         with gr.Row():
-            run = gr.Dropdown(ctx.run_choices(ready_only=True), label="Fine-tuned run", allow_custom_value=True)
+            run = gr.Dropdown(ctx.run_choices(ready_only=True), label="Fine-tuned run", allow_custom_value=True,
+                              elem_id="test-run")
             refresh_runs = gr.Button("↻ Runs", scale=0)
             ready_path = gr.Textbox(label="…or a ready/ folder path", placeholder="/path/to/run/ready")
         with gr.Row():
@@ -80,7 +81,7 @@ def create_test_tab(ctx: UIContext) -> dict[str, Any]:
         generate = gr.Button("Generate", variant="primary")
         with gr.Row():
             audio = gr.Audio(label="Result", type="filepath", interactive=False)
-            download = gr.File(label="Download")
+            download = gr.File(label="Download", elem_id="test-download")
     refresh_runs.click(lambda: gr.update(choices=ctx.run_choices(ready_only=True)), None, run,
                        api_visibility="undocumented")  # fmt: skip
     for trigger in (run.change, ready_path.submit):

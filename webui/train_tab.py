@@ -19,6 +19,7 @@ from webui import form, run_view
 from webui.context import GPU_QUEUE, UIContext
 
 REFRESH_SECONDS = 1.5
+SCROLL_LOG_TO_END = "() => { const e = document.querySelector('#training-log textarea'); if (e) e.scrollTop = e.scrollHeight; }"
 GROUPS = (DATA, MODEL, SCHEDULE, SPEED, ADVANCED)
 
 
@@ -203,7 +204,8 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
             loss_plot = gr.LinePlot(x="step", y="loss", color="series", label="Loss (train and eval)")
             memory_plot = gr.LinePlot(x="seconds", y="MB", color="series", label="Memory over time")
         memory = gr.Markdown(elem_id="memory-panel")
-        log = gr.Textbox(label="Log (last lines)", lines=12, max_lines=12, autoscroll=True, interactive=False)
+        log = gr.Textbox(label="Log (last lines)", lines=12, max_lines=12, autoscroll=True, interactive=False,
+                         elem_id="training-log")
         code = gr.Code(label="Copy as code: the train_gpt call of this run", language="python", interactive=False)
         timer = gr.Timer(REFRESH_SECONDS)
 
@@ -227,6 +229,8 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
     f("resume_from").input(lambda run: form_for_run(ctx, run), f("resume_from"), components,
                            api_visibility="undocumented")  # fmt: skip
     timer.tick(lambda: refresh(ctx), None, outputs, api_visibility="undocumented", show_progress="hidden")
+    # A replaced value keeps the textarea's scroll position; the newest lines are the ones to see.
+    log.change(None, None, None, js=SCROLL_LOG_TO_END, api_visibility="undocumented")
     return ctx.register("train", {"refresh_outputs": outputs, "start": start, "stop": stop, "status": status,
                                   "start_message": start_message, "timer": timer})  # fmt: skip
 

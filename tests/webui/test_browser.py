@@ -79,7 +79,7 @@ def test_upload_check_train_and_watch_progress_and_memory(tmp_path, tiny_base, b
         wait_text(browser, "What will be applied")
         epochs = browser.find_element(By.XPATH, "//*[normalize-space(text())='Epochs']/ancestor::label//input")
         epochs.clear()
-        epochs.send_keys("4")
+        epochs.send_keys("12")
         time.sleep(1)
         click_button(browser, "Start training")
 
@@ -93,13 +93,48 @@ def test_upload_check_train_and_watch_progress_and_memory(tmp_path, tiny_base, b
         assert changed, "the memory panel did not update"
         browser.save_screenshot(str(tmp_path / "training.png"))
 
-        # Reloading the page re-attaches to the run: its progress comes back without starting anything.
+        # Reloading the page re-attaches to the run: its progress comes back without starting anything, and the
+        # form shows the run's own settings (12 epochs), not the defaults (10).
         browser.refresh()
         wait_text(browser, "XTTS fine-tuning studio")
-        [t for t in browser.find_elements(By.CSS_SELECTOR, "button[role=tab]") if "Fine-tune" in t.text][0].click()
+        open_tab(browser, "Fine-tune")
         wait_text(browser, "Step ", 60)
-        wait_text(browser, "Training finished", 240)
+        epochs = browser.find_element(By.XPATH, "//*[normalize-space(text())='Epochs']/ancestor::label//input")
+        deadline = time.time() + 20
+        while epochs.get_attribute("value") != "12" and time.time() < deadline:
+            time.sleep(0.5)
+        assert epochs.get_attribute("value") == "12", "the form holds the running run's values after a reload"
+        wait_text(browser, "Training finished", 300)
+        time.sleep(3)
+        log = browser.find_element(By.XPATH, "//*[normalize-space(text())='Log (last lines)']/ancestor::label//textarea")
+        at_end = browser.execute_script("const e = arguments[0]; return e.scrollTop + e.clientHeight >= e.scrollHeight - 4;",
+                                        log)  # fmt: skip
+        assert at_end, "the log shows its last lines"
         browser.save_screenshot(str(tmp_path / "finished.png"))
         assert (tmp_path / "training.png").stat().st_size > 10_000
+        assert "Training started." not in browser.find_element(By.CSS_SELECTOR, "body").text, "cleared at the end"
+
+        # The Test tab lists the finished run by itself, and Generate works with the tab's defaults.
+        open_tab(browser, "Test")
+        deadline, option = time.time() + 20, []
+        while not option and time.time() < deadline:
+            browser.find_element(By.CSS_SELECTOR, "#test-run input").click()
+            time.sleep(1)
+            option = [o for o in browser.find_elements(By.CSS_SELECTOR, "ul[role=listbox] li") if "finished" in o.text]
+        assert option, "the finished run is offered without pressing a refresh button"
+        run_name = option[0].text.split(" (")[0]
+        option[0].click()
+        time.sleep(1)
+        click_button(browser, "Generate")
+        # The generated wav is offered for download under the run's name, and nothing says "Error".
+        wait_text(browser, f"{run_name}-", 120, "#test-download")
+        browser.save_screenshot(str(tmp_path / "generated.png"))
+        assert "Error" not in browser.find_element(By.CSS_SELECTOR, "body").text
     finally:
         server.close()
+
+
+def open_tab(driver, name: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    [t for t in driver.find_elements(By.CSS_SELECTOR, "button[role=tab]") if name in t.text][0].click()

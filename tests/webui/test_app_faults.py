@@ -1,0 +1,69 @@
+"""The web app killed (kill -9) during a run and started again: the training process notices it is orphaned, stops
+at a step boundary with a checkpoint, and the new app shows the run's true status and resumes it to the end."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.webui.app_server import AppServer
+from tests.webui.test_client import absolute_path_csv, form, wait_for
+from utils.training.run_record import list_runs, read_run
+
+pytestmark = pytest.mark.slow
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_kill_9_of_the_app_mid_run_then_restart_and_resume(tmp_path, tiny_base):
+    from gradio_client import Client
+
+    csv_path = absolute_path_csv(tmp_path / "data")
+    output = tmp_path / "output"
+    first = AppServer(output, tmp_path / "app1.log", data_dirs=(tmp_path / "data",))
+    try:
+        first.wait_ready()
+        client = Client(first.url, verbose=False)
+        assert client.predict(**form(str(csv_path), 8), api_name="/start_training") == "Training started."
+        wait_for(client, lambda s: s["status"] == "running" and s["step"] >= 2, 180, "two steps")
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait(30)
+    finally:
+        first.close()
+
+    run_dir = wait_until(lambda: next(iter(list_runs(output)), None), 10, "the run folder")
+    # The orphaned training process stops by itself at the next step, saving a checkpoint, and says so.
+    def ended():
+        record = read_run(run_dir)
+        return record if record.get("status") not in (None, "starting", "running") else None
+
+    record = wait_until(ended, 120, "the orphaned run to stop")
+    assert record["status"] == "stopped", record
+    assert Path(record["stop_checkpoint"]).is_file()
+
+    second = AppServer(output, tmp_path / "app2.log", data_dirs=(tmp_path / "data",))
+    try:
+        second.wait_ready()
+        client = Client(second.url, verbose=False)
+        assert client.predict(api_name="/training_status")["status"] == "idle"
+        resumed_form = form(str(csv_path), 8, resume_from=run_dir.name)
+        assert client.predict(**resumed_form, api_name="/start_training") == "Training started."
+        done = wait_for(client, lambda s: s["status"] not in ("starting", "running"), 240, "the resumed run")
+        assert done["status"] == "finished" and done["run_dir"] == str(run_dir) and done["step"] == 24
+    finally:
+        second.close()
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").open()
+             if json.loads(line)["type"] == "train"]  # fmt: skip
+    assert sorted(set(steps)) == list(range(1, 25)), "no step lost or repeated across the crash"
