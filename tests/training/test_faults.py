@@ -26,7 +26,9 @@ from utils.training.run_record import list_runs, read_run
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = dict(version="tiny", language="en", enable_mixed_precision=False, num_workers=0, print_step=50)
+# quality_eval=0: measured quality has its own tests (test_quality_training.py).
+FAST = dict(version="tiny", language="en", enable_mixed_precision=False, num_workers=0, print_step=50,
+            quality_eval=0)
 
 
 def steps(run_dir: str | Path) -> list[int]:
