@@ -82,6 +82,8 @@ def confined(arguments: TrainArguments, roots: AppRoots) -> TrainArguments:
         changes["custom_model"] = str(roots.model_file(arguments.custom_model))
     if arguments.resume_from:
         changes["resume_from"] = str(roots.run_folder(arguments.resume_from, "resume_from"))
+    if arguments.whisper_model:
+        changes["whisper_model"] = roots.whisper_model(arguments.whisper_model)
     return arguments.replace(**changes)
 
 

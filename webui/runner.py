@@ -28,7 +28,10 @@ MEMORY_HISTORY = 900  # samples kept for the memory plot (15 min at one per seco
 MEMORY_BACKLOG = 60  # unread memory samples the child queues at most
 # The fields of a metrics record the UI uses; the rest (per-step memory) stays in the file.
 _FOLLOWED_FIELDS = ("type", "step", "epoch", "total_steps", "loss", "eval_loss", "step_time", "loader_time",
-                    "samples_per_sec", "clips_failed", "status", "message", "error", "run_dir")  # fmt: skip
+                    "samples_per_sec", "clips_failed", "status", "message", "error", "run_dir",
+                    # measured quality records
+                    "files", "texts", "cer", "wer", "similarity", "duration_ratio", "combined", "reasons", "rule",
+                    "is_best", "best_step")  # fmt: skip
 
 
 def _report_memory(messages: Any, stop_event: Any, done: threading.Event) -> None:

@@ -55,7 +55,7 @@ def _device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-@functools.lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=2)  # a run and its base model, compared side by side in the Test tab
 def _load(ready_dir: str, stamp: float, device: str) -> LoadedVoice:
     from TTS.tts.configs.xtts_config import XttsConfig
     from TTS.tts.models.xtts import Xtts

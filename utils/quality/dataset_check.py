@@ -83,9 +83,9 @@ class DatasetCheck:
 class _Transcripts:
     """The transcriber until it proves unavailable; then None and the reason."""
 
-    def __init__(self, transcriber: Transcriber | None, language: str | None) -> None:
+    def __init__(self, transcriber: Transcriber | None, language: str | None, why: str | None = None) -> None:
         self.transcriber = transcriber
-        self.reason = "" if transcriber is not None else "no transcription model given"
+        self.reason = "" if transcriber is not None else (why or "no transcription model given")
         self.language = whisper_language(language) if language else None
 
     def __call__(self, wav, rate: int) -> str | None:
@@ -120,13 +120,15 @@ def check_rows(
     threshold: float = DEFAULT_THRESHOLD,
     total: int | None = None,
     progress: Progress | None = None,
+    no_transcriber_reason: str | None = None,
 ) -> DatasetCheck:
-    """Check rows (see the module docstring); `total` (else len(rows)) is passed to `progress(done, total, message)`."""
+    """Check rows (see the module docstring); `total` (else len(rows)) is passed to `progress(done, total, message)`;
+    `no_transcriber_reason` says why `transcriber` is None (e.g. from asr.transcriber_or_reason)."""
     if threshold < 0:
         raise ValueError(f"threshold is a CER (0 = identical, 1 = all wrong); got {threshold}.")
     if total is None and hasattr(rows, "__len__"):
         total = len(rows)  # type: ignore[arg-type]
-    transcripts = _Transcripts(transcriber, language)
+    transcripts = _Transcripts(transcriber, language, no_transcriber_reason)
     checked: list[RowCheck] = []
     skipped: list[tuple[str, str]] = []
     for done, row in enumerate(rows, start=1):
@@ -151,6 +153,7 @@ def check_dataset(
     threshold: float = DEFAULT_THRESHOLD,
     max_audio_length: int = MAX_AUDIO_LENGTH,
     progress: Progress | None = None,
+    no_transcriber_reason: str | None = None,
 ) -> DatasetCheck:
     """Validate the dataset (read-only), then check its usable rows, train and eval (see the module docstring)."""
     from utils.data.validation import validate_dataset
@@ -158,4 +161,4 @@ def check_dataset(
     report = validate_dataset(train_csv, eval_csv, language, max_audio_length)
     rows = (row for _, row, _ in report.iter_usable_splits())
     return check_rows(rows, language=report.language, transcriber=transcriber, threshold=threshold,
-                      total=report.rows_usable, progress=progress)  # fmt: skip
+                      total=report.rows_usable, progress=progress, no_transcriber_reason=no_transcriber_reason)

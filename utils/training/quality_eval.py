@@ -156,9 +156,9 @@ class QualityEvaluator:
         transcriber, why = self.transcriber()
         report = score_clips(
             [(f, s.text, s.real_clip) for f, s in zip(files, self.sentences, strict=True)], language=self.language,
-            reference_clips=[s.real_clip for s in self.sentences], transcriber=transcriber,
+            reference_clips=[s.real_clip for s in self.sentences], transcriber=transcriber, no_transcriber_reason=why,
         )  # fmt: skip
-        reasons = [r if not (r.startswith("cer:") and why) else f"cer: {why}" for r in report.reasons]
+        reasons = report.reasons
         clips = [{**vars(c), "file": str(Path(c.file).relative_to(self.run_dir))} for c in report.clips]
         return {**empty, **report.metrics(), "files": [c["file"] for c in clips], "clips": clips,
                 "reasons": reasons, "seconds": round(time.perf_counter() - started, 2)}  # fmt: skip
