@@ -31,7 +31,10 @@ def short_reason(reason: str) -> str:
 def _cell(value: float | None, name: str, reasons: list[str]) -> str:
     if value is not None and math.isfinite(value):
         return f"{value:.3f}"
-    why = next((r for r in reasons if r.startswith(f"{name}:")), "")
+    if name == "combined":
+        return "— needs CER and similarity"
+    # The WER comes from the same transcript as the CER: the same reason.
+    why = next((r for r in reasons if r.startswith(f"{'cer' if name == 'wer' else name}:")), "")
     return f"— {short_reason(why)}" if why else "—"
 
 

@@ -189,7 +189,8 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
                                              elem_id="quality-table")  # fmt: skip
                 best_info = gr.Markdown(elem_id="quality-best")
                 with gr.Row():
-                    quality_players = [gr.Audio(visible=False, interactive=False) for _ in range(QUALITY_PLAYERS)]
+                    quality_players = [gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}")
+                                       for i in range(QUALITY_PLAYERS)]  # fmt: skip
         memory_plot = gr.LinePlot(x="seconds", y="MB", color="series", label="Memory over time")
         memory = gr.Markdown(elem_id="memory-panel")
         log = gr.Textbox(label="Log (last lines)", lines=12, max_lines=12, autoscroll=True, interactive=False)

@@ -46,6 +46,7 @@ def prepared(out: Path) -> dict[str, str]:
     return rows
 
 
+@pytest.mark.slow
 def test_flagged_rows_come_worst_first_with_their_reasons(whisper, voice_dataset):
     before = digests(voice_dataset.parent)
     events = []
