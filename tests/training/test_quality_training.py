@@ -71,7 +71,7 @@ def test_every_evaluation_writes_its_clips_and_a_score_record(cer_run):
     run_dir = Path(result.run_dir)
     evals, quality = records(run_dir, "eval"), records(run_dir, "quality")
     assert [q["step"] for q in quality] == [e["step"] for e in evals] == [3, 6, 9]
-    sentences = run_record(run_dir)["quality_eval"]["sentences"]
+    sentences = run_record(run_dir)["quality"]["sentences"]
     assert len(sentences) == 2
     for record in quality:
         assert record["files"] == [f"evals/step_{record['step']}/0.wav", f"evals/step_{record['step']}/1.wav"]
@@ -87,6 +87,7 @@ def test_every_evaluation_writes_its_clips_and_a_score_record(cer_run):
         # Resemblyzer finds no speech in noise: the similarity is missing and says why.
         assert record["similarity"] is None and any(r.startswith("similarity:") for r in record["reasons"])
         assert record["rule"] == "cer" and record["seconds"] > 0
+    assert [q["epoch"] for q in quality] == [1, 2, 3]
     assert digests(data) == before, "the user's files changed"
 
 
@@ -144,3 +145,21 @@ def test_without_a_whisper_model_the_cer_says_why_and_training_goes_on(tmp_path,
     assert best["step"] == expected_best_step(BestRule.EVAL_LOSS, records(result.run_dir, "eval"))
     assert "provisional" in best["why"] and "absent" in best["why"]
     assert json.loads((Path(result.ready_dir) / "finetune.json").read_text())["checkpoint_step"] == best["step"]
+
+
+def test_a_resumed_run_keeps_its_best_and_its_early_stopping_count(tmp_path, tiny_base, whisper_dir):
+    """Constant weights (learning rate 0), patience 2: evaluations at steps 3 (best) and 6 (no improvement), a
+    stop, a resume; the evaluation at step 9 is the second without improvement only if the count survived."""
+    csv_path = write_dataset(tmp_path / "data", n=12)
+    common = dict(train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=3, learning_rate=0.0,
+                  best_by="cer", early_stop_patience=2, whisper_model=whisper_dir, **FAST)  # fmt: skip
+    seen: list[dict] = []
+    stopped = train_gpt(**common, progress_callback=seen.append,
+                        stop_event=lambda: sum(r["type"] == "quality" for r in seen) >= 2)  # fmt: skip
+    assert stopped.status == "stopped" and "early_stop" not in run_record(stopped.run_dir)
+    assert run_record(stopped.run_dir)["early_stopping"]["evals_without_improvement"] == 1
+    resumed = train_gpt(**common, resume_from=stopped.run_dir)
+    run = run_record(resumed.run_dir)
+    assert [q["step"] for q in records(resumed.run_dir, "quality")] == [3, 6, 9]
+    assert run["best"]["step"] == 3, "the recorded best was kept: an equal CER does not replace it"
+    assert run["early_stop"]["step"] == 9 and resumed.status == "stopped"

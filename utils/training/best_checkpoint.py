@@ -117,7 +117,8 @@ class CheckpointChoice:
                                         "evals_without_improvement": stopper.evals_without_improvement}  # fmt: skip
         update_run(self.run_dir, **fields)
         if quality is not None:
-            self.metrics.quality(step=step, rule=self.rule.value, eval_loss=values["eval_loss"], **quality,
+            self.metrics.quality(step=step, epoch=trainer.epochs_done + 1, rule=self.rule.value,
+                                 eval_loss=values["eval_loss"], **quality,
                                  is_best=better, best_step=self.best["step"] if self.best else None)  # fmt: skip
         if stop:
             self._stop(step)
@@ -146,7 +147,7 @@ class CheckpointChoice:
 def checkpoint_choice(args: Any, report: Any, frontend: Any, run_dir: Path, metrics: Any,
                       reference_wav: Path) -> CheckpointChoice:  # fmt: skip
     """The run's CheckpointChoice from its TrainArguments (quality_eval, best_by, early_stop_patience,
-    whisper_model, quality_max_audio_tokens); the sentences it speaks are recorded in run.json `quality_eval`."""
+    whisper_model, quality_max_audio_tokens); the sentences it speaks are recorded in run.json `quality`."""
     from utils.training.quality_eval import pick_eval_sentences
 
     sentences = pick_eval_sentences(report, frontend, args.quality_eval, args.seed)
@@ -154,7 +155,7 @@ def checkpoint_choice(args: Any, report: Any, frontend: Any, run_dir: Path, metr
     if sentences:
         evaluator = QualityEvaluator(sentences, run_dir, reference_wav, frontend.language, seed=args.seed,
                                      whisper_model=args.whisper_model, max_audio_tokens=args.quality_max_audio_tokens)
-        update_run(run_dir, quality_eval={"sentences": [s.text for s in sentences],
+        update_run(run_dir, quality={"sentences": [s.text for s in sentences],
                                           "real_clips": [s.real_clip for s in sentences],
                                           "whisper_model": args.whisper_model, "seed": args.seed})  # fmt: skip
     return CheckpointChoice(args.best_by, args.early_stop_patience, run_dir, metrics, evaluator)
