@@ -174,3 +174,13 @@ def test_edits_from_the_table_ignore_rows_the_check_did_not_list():
                           {"exclude": True, "text": "x", "audio_file": "/etc/passwd"}])  # fmt: skip
     assert quality_view.edits_from_table(table, originals) == (["wavs/a.wav"], {"wavs/b.wav": "new b"})
     assert quality_view.edits_from_table(None, originals) == ([], {})
+
+
+def test_an_early_stop_is_what_the_page_says_when_the_run_ends(tmp_path):
+    runner = TrainingRunner(tmp_path / "output")
+    early = {"step": 6, "message": "Stopped early at step 6: the cer did not improve for 1 evaluation(s)."}
+    runner._apply({"type": "result", "status": "stopped",
+                   "result": {"run_dir": str(tmp_path), "stop_checkpoint": "c.pth", "early_stop": early}})  # fmt: skip
+    assert runner.state.status == "stopped" and runner.state.message == early["message"]
+    runner._apply({"type": "result", "status": "stopped", "result": {"stop_checkpoint": "c.pth", "early_stop": None}})
+    assert runner.state.message.startswith("Stopped. Checkpoint saved: `c.pth`")
