@@ -298,6 +298,9 @@ def create_dataset_tab(ctx: UIContext) -> dict[str, Any]:
                 [train_csv, eval_csv, language, max_seconds, check_whisper, threshold],
                 [check_summary, check_table, check_originals, *check_players], api_name="check_dataset",
                 concurrency_id=GPU_QUEUE, concurrency_limit=1)  # fmt: skip
+    # Edits belong to the dataset they were made on: another dataset (or its prepared copy) starts clean.
+    train_csv.change(lambda: ("", quality_view.check_frame(None), {}), None,
+                     [check_summary, check_table, check_originals], api_visibility="undocumented")  # fmt: skip
     prepare.click(functools.partial(prepare_handler, ctx),
                   [train_csv, eval_csv, language, max_seconds, prepared_name, version, g2p, check_table,
                    check_originals],

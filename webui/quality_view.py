@@ -90,9 +90,10 @@ def _number(value: float | None, scale: float = 1.0, digits: int = 1) -> float |
 
 
 def check_frame(check: Any) -> pd.DataFrame:
-    """The dataset check's flagged rows, worst first, as an editable table: tick `exclude`, edit `text`."""
+    """The dataset check's flagged rows, worst first, as an editable table: tick `exclude`, edit `text`
+    (an empty table for None)."""
     rows = []
-    for row in check.flagged:
+    for row in check.flagged if check is not None else []:
         m = row.measures
         rows.append({"exclude": False, "text": row.text, "audio_file": row.audio_file, "line": row.line,
                      "CER": None if row.cer is None else round(row.cer, 3), "transcript": row.transcript or "",
