@@ -108,24 +108,6 @@ def test_best_checkpoint_follows_the_rule_and_ready_names_it(cer_run):
     assert not any(".gpt_inference." in k or k.endswith("gpt.gpt.wte.weight") for k in saved["model"])
 
 
-def test_early_stopping_stops_when_the_rule_cannot_improve(tmp_path, tiny_base, whisper_dir):
-    """With a learning rate of 0 the weights never change, so the same seed speaks the same clips and every
-    score repeats: with patience 1 the second evaluation ends the run, through the Stop button's path."""
-    csv_path = write_dataset(tmp_path / "data", n=12)
-    result = train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=4, learning_rate=0.0,
-                       best_by="cer", early_stop_patience=1, whisper_model=whisper_dir, **FAST)  # fmt: skip
-    quality = records(result.run_dir, "quality")
-    assert [q["step"] for q in quality] == [3, 6]
-    assert quality[0]["cer"] == quality[1]["cer"] and quality[0]["clips"][0]["transcript"] == quality[1]["clips"][0][
-        "transcript"]
-    assert max(r["step"] for r in records(result.run_dir, "train")) == 6, "no step after the stopping evaluation"
-    run = run_record(result.run_dir)
-    assert result.status == run["status"] == "stopped"
-    assert run["early_stop"]["step"] == 6 and run["early_stop"]["best_step"] == 3
-    assert run["message"].startswith("Stopped early at step 6: the cer did not improve for 1 evaluation")
-    assert run["best"]["step"] == 3 and (Path(result.ready_dir) / "model.pth").is_file()
-
-
 def test_without_a_whisper_model_the_cer_says_why_and_training_goes_on(tmp_path, tiny_base):
     csv_path = write_dataset(tmp_path / "data", n=12)
     missing = tmp_path / "whisper" / "absent"
@@ -147,11 +129,13 @@ def test_without_a_whisper_model_the_cer_says_why_and_training_goes_on(tmp_path,
     assert json.loads((Path(result.ready_dir) / "finetune.json").read_text())["checkpoint_step"] == best["step"]
 
 
-def test_a_resumed_run_keeps_its_best_and_its_early_stopping_count(tmp_path, tiny_base, whisper_dir):
-    """Constant weights (learning rate 0), patience 2: evaluations at steps 3 (best) and 6 (no improvement), a
-    stop, a resume; the evaluation at step 9 is the second without improvement only if the count survived."""
+def test_early_stopping_stops_when_the_rule_cannot_improve_even_across_a_resume(tmp_path, tiny_base, whisper_dir):
+    """With a learning rate of 0 the weights never change, so the same seed speaks the same clips and every score
+    repeats. Patience 2: evaluations at steps 3 (best) and 6 (no improvement), a stop, a resume; the evaluation at
+    step 9 is the second without improvement only if the count survived the resume, and it ends the run through
+    the Stop button's path although a 4th epoch was asked for."""
     csv_path = write_dataset(tmp_path / "data", n=12)
-    common = dict(train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=3, learning_rate=0.0,
+    common = dict(train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=4, learning_rate=0.0,
                   best_by="cer", early_stop_patience=2, whisper_model=whisper_dir, **FAST)  # fmt: skip
     seen: list[dict] = []
     stopped = train_gpt(**common, progress_callback=seen.append,
@@ -159,7 +143,13 @@ def test_a_resumed_run_keeps_its_best_and_its_early_stopping_count(tmp_path, tin
     assert stopped.status == "stopped" and "early_stop" not in run_record(stopped.run_dir)
     assert run_record(stopped.run_dir)["early_stopping"]["evals_without_improvement"] == 1
     resumed = train_gpt(**common, resume_from=stopped.run_dir)
+    quality = records(resumed.run_dir, "quality")
+    assert [q["step"] for q in quality] == [3, 6, 9]
+    assert len({q["cer"] for q in quality}) == 1 and len({q["clips"][0]["transcript"] for q in quality}) == 1
+    assert max(r["step"] for r in records(resumed.run_dir, "train")) == 9, "no step after the stopping evaluation"
     run = run_record(resumed.run_dir)
-    assert [q["step"] for q in records(resumed.run_dir, "quality")] == [3, 6, 9]
+    assert resumed.status == run["status"] == "stopped"
     assert run["best"]["step"] == 3, "the recorded best was kept: an equal CER does not replace it"
-    assert run["early_stop"]["step"] == 9 and resumed.status == "stopped"
+    assert run["early_stop"]["step"] == 9 and run["early_stop"]["best_step"] == 3
+    assert run["message"].startswith("Stopped early at step 9: the cer did not improve for 2 evaluation(s)")
+    assert (Path(resumed.ready_dir) / "model.pth").is_file()
