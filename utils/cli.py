@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _print_progress(record: dict[str, Any]) -> None:
     if record.get("type") == "eval":
         print(f"[eval] step {record['step']}: eval_loss {record['eval_loss']}", flush=True)
+    elif record.get("type") == "quality":
+        scores = ", ".join(f"{k} {record[k]:.3f}" if record.get(k) is not None else f"{k} -"
+                           for k in ("cer", "wer", "similarity", "duration_ratio", "combined"))  # fmt: skip
+        missing = f" ({'; '.join(record['reasons'])})" if record.get("reasons") else ""
+        print(f"[quality] step {record['step']}: {scores}{missing}", flush=True)
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ class TrainResult(NamedTuple):
 
     speaker_path: str  # ready/speakers_xtts.pth ("" when the base model has none)
     config_path: str  # ready/config.json
-    checkpoint_path: str  # the fine-tuned checkpoint: best by eval loss (or the last, if stopped first)
+    checkpoint_path: str  # the fine-tuned checkpoint: best by the run's best_by rule (or the last, if none was chosen)
     vocab_path: str  # ready/vocab.json
     run_dir: str
     reference_wav: str  # ready/reference.wav, a clean clip from the training data
@@ -64,7 +64,9 @@ def train_gpt(
 
     Keyword options (defaults, bounds and help in `utils.training.arguments.TrainArguments`): learning_rate,
     lr_milestones, grad_clip, weight_decay, save_step, save_n_checkpoints, precision, resume_from,
-    num_workers, seed, run_name, models_dir, min_usable_rows, vocab_new_tokens, print_step.
+    num_workers, seed, run_name, models_dir, min_usable_rows, vocab_new_tokens, print_step; measured quality:
+    quality_eval (sentences spoken and scored per evaluation, 0 = off), best_by (eval_loss | cer | similarity |
+    combined: which checkpoint ready/ holds), early_stop_patience, whisper_model, quality_max_audio_tokens.
 
     progress_callback receives each record written to metrics.jsonl (train steps, evals, status).
     stop_event (an Event, or a callable returning True) ends the run at the next step boundary

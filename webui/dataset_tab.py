@@ -18,11 +18,11 @@ from utils.training.text_checks import text_check_options
 from utils.text.languages import LANGUAGE_CHOICES, canonical_language, whisper_language
 from utils.data.prepare import prepare_dataset, preview_rows
 from utils.data.row_checks import outside_roots
-from utils.model.base_models import models_root
-from webui import form
+from webui import form, quality_view
 from webui.context import GPU_QUEUE, UIContext
 
 PREVIEW_PLAYERS = 3
+CHECK_PLAYERS = 3  # the worst flagged rows, played
 PREVIEW_SECONDS = 12
 PROBLEM_COLUMNS = ["csv_file", "line", "audio_file", "severity", "reason"]
 UPLOADS_FOLDER = "uploads"  # extracted zips, one folder per zip content, under the datasets folder
@@ -141,18 +141,57 @@ def prepared_folder(ctx: UIContext, name: str, language: str) -> Path:
     return ctx.datasets_dir / name
 
 
+def check_handler(
+    ctx: UIContext, train_csv, eval_csv, language, max_seconds, whisper_model, threshold, progress=gr.Progress(),
+):  # fmt: skip
+    """Transcribe and measure the checked dataset's rows: (summary, flagged rows worst first as an editable table,
+    their CSV texts by audio_file for Prepare, players of the worst rows)."""
+    from utils.quality.asr import transcriber_or_reason
+    from utils.quality.dataset_check import check_dataset
+
+    if not train_csv:
+        raise gr.Error("Check a dataset first (its CSV path is then filled in).")
+    try:
+        train_csv = ctx.roots.dataset_file(train_csv, "train CSV")
+        eval_csv = ctx.roots.dataset_file(eval_csv, "eval CSV") if eval_csv else None
+        transcriber, why = transcriber_or_reason(ctx.roots.whisper_model(whisper_model), device="cpu",
+                                                 compute_type="int8")  # fmt: skip
+        check = check_dataset(
+            train_csv, eval_csv, language, transcriber=transcriber, no_transcriber_reason=why,
+            threshold=float(threshold), max_audio_length=form.from_display("max_audio_length", float(max_seconds)),
+            progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
+        )  # fmt: skip
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+    players = []
+    for row in check.flagged[:CHECK_PLAYERS]:
+        try:  # decoded samples of a row the check read: never a file the page names
+            wav, rate = load_audio(row.audio, None, seconds=PREVIEW_SECONDS)
+        except AudioError:
+            continue
+        players.append(gr.update(value=(rate, wav), visible=True, label=f"{row.audio_file}: {row.problems[0][:60]}"))
+    players += [gr.update(value=None, visible=False)] * (CHECK_PLAYERS - len(players))
+    originals = {row.audio_file: row.text for row in check.flagged}
+    summary = check.summary() + ("\n\nTick **exclude** or edit **text** in the table, then Prepare: the changes go "
+                                 "into the prepared copy only." if check.flagged else "")  # fmt: skip
+    return (summary, quality_view.check_frame(check), originals, *players)
+
+
 def prepare_handler(
     ctx: UIContext, train_csv, eval_csv, language, max_seconds, name, version="tiny", use_g2p=False,
-    progress=gr.Progress(),
+    check_table=None, originals=None, progress=gr.Progress(),
 ):  # fmt: skip
+    """Prepare the checked dataset, with the exclusions and corrections made in the check table."""
     if not train_csv:
         raise gr.Error("Check a dataset first (its CSV path is then filled in).")
     folder = prepared_folder(ctx, name, language)
+    exclude, corrections = quality_view.edits_from_table(check_table, originals)
     try:
         train_csv = ctx.roots.dataset_file(train_csv, "train CSV")
         eval_csv = ctx.roots.dataset_file(eval_csv, "eval CSV") if eval_csv else None
         prepared = prepare_dataset(
             train_csv, folder, eval_csv, language, form.from_display("max_audio_length", float(max_seconds)),
+            exclude=exclude, corrections=corrections,
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
             audio_roots=ctx.roots.audio_roots(train_csv, eval_csv), **_check_options(version, language, use_g2p),
         )  # fmt: skip
@@ -167,9 +206,7 @@ def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, spea
 
     try:
         paths = [str(ctx.roots.dataset_file(_path_of(f, ""), "recording")) for f in (recordings or [])]
-        model = whisper_model or "large-v3"
-        if any(sep in model for sep in ("/", "\\")) and model.count("/") != 1:  # a folder, not a hub "owner/name"
-            model = str(ctx.roots.confine(model, (models_root() / "whisper",), "Whisper model folder"))
+        model = ctx.roots.whisper_model(whisper_model or "large-v3")
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
     if not paths:
@@ -216,6 +253,20 @@ def create_dataset_tab(ctx: UIContext) -> dict[str, Any]:
                 speaker = gr.Textbox(value="speaker", label="Speaker name")
                 transcribe = gr.Button("Transcribe")
         summary = gr.Markdown()
+        with gr.Accordion("Check transcripts and audio (transcribe each row, measure loudness, clipping, noise, "
+                          "silences)", open=False):  # fmt: skip
+            with gr.Row():
+                check_whisper = gr.Textbox("large-v3", label="Whisper model (name, or a folder under models/whisper)")
+                threshold = gr.Slider(0.05, 1.0, value=0.3, step=0.05, label="Flag a transcript over this CER")
+                check = gr.Button("Check transcripts and audio")
+            check_summary = gr.Markdown(elem_id="dataset-check-summary")
+            check_table = gr.Dataframe(headers=quality_view.CHECK_COLUMNS, label="Flagged rows, worst first",
+                                       interactive=True, wrap=True, max_height=360, static_columns=list(range(2, 12)),
+                                       datatype=["bool", "str", "str", "number", "number", "str", "str", "number",
+                                                 "number", "number", "number", "number"])  # fmt: skip
+            check_originals = gr.State({})
+            with gr.Row():
+                check_players = [gr.Audio(visible=False, interactive=False) for _ in range(CHECK_PLAYERS)]
         with gr.Row():
             histogram = gr.BarPlot(x="seconds", y="clips", label="Clip durations", height=220,
                                      sort=histogram_labels(list(HISTOGRAM_EDGES)))  # fmt: skip
@@ -245,8 +296,16 @@ def create_dataset_tab(ctx: UIContext) -> dict[str, Any]:
         functools.partial(validate_handler, ctx, None),
         [train_path, eval_upload, eval_path, language, max_seconds, version, g2p], outputs, api_visibility="undocumented",
     )  # fmt: skip
+    check.click(functools.partial(check_handler, ctx),
+                [train_csv, eval_csv, language, max_seconds, check_whisper, threshold],
+                [check_summary, check_table, check_originals, *check_players], api_name="check_dataset",
+                concurrency_id=GPU_QUEUE, concurrency_limit=1)  # fmt: skip
+    # Edits belong to the dataset they were made on: another dataset (or its prepared copy) starts clean.
+    train_csv.change(lambda: ("", quality_view.check_frame(None), {}), None,
+                     [check_summary, check_table, check_originals], api_visibility="undocumented")  # fmt: skip
     prepare.click(functools.partial(prepare_handler, ctx),
-                  [train_csv, eval_csv, language, max_seconds, prepared_name, version, g2p],
+                  [train_csv, eval_csv, language, max_seconds, prepared_name, version, g2p, check_table,
+                   check_originals],
                   [prepared_summary, train_csv, eval_csv, usable_rows], api_name="prepare_dataset",
                   concurrency_limit=1)  # fmt: skip
     return ctx.register("dataset", {"language": language, "summary": summary})

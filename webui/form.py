@@ -77,7 +77,7 @@ def arguments_from_form(values: dict[str, Any], output_dir: str, roots: AppRoots
 def confined_paths(kwargs: dict[str, Any], roots: AppRoots) -> dict[str, str]:
     """The form's paths resolved inside the app's folders (a run may be given by name); PathRefused otherwise."""
     checks = {"train_csv": roots.dataset_file, "eval_csv": roots.dataset_file, "custom_model": roots.model_file,
-              "resume_from": roots.run_folder}  # fmt: skip
+              "resume_from": roots.run_folder, "whisper_model": lambda value, _: roots.whisper_model(value)}  # fmt: skip
     return {name: str(check(str(kwargs[name]), name)) for name, check in checks.items()
             if isinstance(kwargs.get(name), str) and kwargs[name].strip()}  # fmt: skip
 

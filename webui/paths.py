@@ -85,3 +85,16 @@ class AppRoots:
     def model_file(self, value: str | os.PathLike, what: str = "custom model") -> Path:
         roots = (self.output_dir.resolve(), *((self.models_dir.resolve(),) if self.models_dir else ()))
         return self.confine(value, roots, what)
+
+    def whisper_model(self, value: str) -> str:
+        """A Whisper model as the web gives it: a name (small, large-v3) or a Hub id (owner/name) as it is, a
+        folder only inside the models folder's whisper/ (faster-whisper would load any folder it is given)."""
+        text = str(value or "").strip()
+        if not text:
+            raise PathRefused("Whisper model: give a name (tiny, small, large-v3...) or a folder under models/whisper.")
+        # The test faster-whisper applies (utils.data.transcription.FasterWhisperTranscriber._looks_like_path).
+        looks_like_path = os.path.isabs(text) or text.startswith((".", "~")) or text.count("/") > 1 or "\\" in text
+        if not looks_like_path:
+            return text
+        root = (self.models_dir or Path("models")).resolve() / "whisper"
+        return str(self.confine(text, (root,), "Whisper model folder"))

@@ -28,7 +28,10 @@ MEMORY_HISTORY = 900  # samples kept for the memory plot (15 min at one per seco
 MEMORY_BACKLOG = 60  # unread memory samples the child queues at most
 # The fields of a metrics record the UI uses; the rest (per-step memory) stays in the file.
 _FOLLOWED_FIELDS = ("type", "step", "epoch", "total_steps", "loss", "eval_loss", "step_time", "loader_time",
-                    "samples_per_sec", "clips_failed", "status", "message", "error", "run_dir")  # fmt: skip
+                    "samples_per_sec", "clips_failed", "status", "message", "error", "run_dir",
+                    # measured quality records
+                    "files", "texts", "cer", "wer", "similarity", "duration_ratio", "combined", "reasons", "rule",
+                    "is_best", "best_step")  # fmt: skip
 
 
 def _report_memory(messages: Any, stop_event: Any, done: threading.Event) -> None:
@@ -71,7 +74,8 @@ def _child_main(kwargs: dict[str, Any], stop_event: Any, messages: Any, log_path
         result = train_gpt(**kwargs, stop_event=stop_event, progress_callback=forward)
         record = read_run(result.run_dir)
         messages.put({"type": "result", "status": result.status,
-                      "result": {**result._asdict(), "stop_checkpoint": record.get("stop_checkpoint")}})  # fmt: skip
+                      "result": {**result._asdict(), "stop_checkpoint": record.get("stop_checkpoint"),
+                                 "early_stop": record.get("early_stop")}})  # fmt: skip
     except BaseException as exc:  # noqa: BLE001 - everything is reported to the UI
         messages.put({"type": "error", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
         traceback.print_exc()
@@ -208,7 +212,9 @@ class TrainingRunner:
             state.run_dir = state.result.get("run_dir", state.run_dir)
             state.status = RunStatus.parse(message["status"])
             state.ended_at = time.time()
-            state.message = ended_message(state.status, state.result.get("stop_checkpoint") or "")
+            early = state.result.get("early_stop") or {}  # the run stopped itself: say why, not "Stopped."
+            stopped_at = state.result.get("stop_checkpoint") or ""
+            state.message = early.get("message") or ended_message(state.status, stopped_at)
         elif kind == "error":
             state.status, state.error, state.traceback = RunStatus.FAILED, message["error"], message["traceback"]
             state.ended_at = time.time()

@@ -12,6 +12,7 @@ import gradio as gr
 from utils.model.ready import REFERENCE_WAV, read_finetune_info
 from utils.model.inference import find_ready_dir, synthesize
 from utils.text.languages import LANGUAGE_CHOICES
+from webui import quality_view
 from webui.context import GPU_QUEUE, UIContext
 
 # ~21.5 GPT audio tokens per second of speech; 250 is about 11.6 s, the longest training clip.
@@ -42,6 +43,38 @@ def synthesize_handler(
     except Exception as exc:  # a model that fails to load or generate: say so on the page, not "upstream error"
         raise gr.Error(f"Generation failed: {type(exc).__name__}: {exc}") from exc
     return str(output), str(output)
+
+
+def compare_handler(
+    ctx: UIContext, run: str, ready_path: str, reference: str | None, text: str, language: str, seed: float,
+    whisper_model: str, temperature: float, length_penalty: float, repetition_penalty: float, top_k: float,
+    top_p: float, speed: float, max_tokens: float,
+) -> tuple[Any, Any, Any]:  # fmt: skip
+    """The fine-tuned voice and its base model on the same text, reference and seed: (fine-tuned audio, base
+    audio, scores table). Audio goes to the page as decoded samples."""
+    from utils.quality.compare import compare_with_base
+
+    source = (ready_path or "").strip() or run
+    if not source:
+        raise gr.Error("Pick a finished run (or type the path of a ready/ folder).")
+    try:
+        ready = find_ready_dir(ctx.roots.run_folder(source, "model"))
+        if reference:
+            reference = str(ctx.roots.confine(reference, (*ctx.roots.data_roots(), ctx.output_dir.resolve()),
+                                              "reference audio"))  # fmt: skip
+        result = compare_with_base(
+            ready, text, language=language or None, reference_wav=reference or None, seed=int(seed or 0),
+            whisper_model=ctx.roots.whisper_model(whisper_model), output_dir=ctx.output_dir / "synthesized",
+            temperature=temperature, length_penalty=length_penalty, repetition_penalty=repetition_penalty,
+            top_k=int(top_k), top_p=top_p, speed=speed, max_audio_tokens=int(max_tokens),
+        )  # fmt: skip
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+
+    def player(side: Any) -> Any:
+        return (side.sample_rate, side.wav) if side.file is not None else None
+
+    return player(result.finetuned), player(result.base), quality_view.comparison_frame(result)
 
 
 def run_selected(ctx: UIContext, run: str, ready_path: str) -> tuple[Any, Any]:
@@ -82,6 +115,17 @@ def create_test_tab(ctx: UIContext) -> dict[str, Any]:
         with gr.Row():
             audio = gr.Audio(label="Result", type="filepath", interactive=False)
             download = gr.File(label="Download", elem_id="test-download")
+        with gr.Accordion("Compare with the base model: same text, reference and seed", open=False):
+            with gr.Row():
+                seed = gr.Number(1, precision=0, minimum=0, label="Seed (the same for both)")
+                whisper_model = gr.Textbox("small", label="Whisper model for the scores (name, or a folder under "
+                                           "models/whisper)")  # fmt: skip
+                compare = gr.Button("Compare with the base model")
+            with gr.Row():
+                finetuned_audio = gr.Audio(label="Fine-tuned", interactive=False, elem_id="compare-finetuned")
+                base_audio = gr.Audio(label="Base model", interactive=False, elem_id="compare-base")
+            scores = gr.Dataframe(label="Scores (CER/WER of a Whisper transcript; similarity to the reference's "
+                                  "speaker)", wrap=True, interactive=False)  # fmt: skip
     refresh_runs.click(lambda: gr.update(choices=ctx.run_choices(ready_only=True)), None, run,
                        api_visibility="undocumented")  # fmt: skip
     for trigger in (run.change, ready_path.submit):
@@ -94,6 +138,13 @@ def create_test_tab(ctx: UIContext) -> dict[str, Any]:
         [audio, download],
         api_name="synthesize",
         concurrency_id=GPU_QUEUE,
+        concurrency_limit=1,
+    )  # fmt: skip
+    compare.click(
+        functools.partial(compare_handler, ctx),
+        [run, ready_path, reference, text, language, seed, whisper_model, temperature, length_penalty,
+         repetition_penalty, top_k, top_p, speed, max_tokens],
+        [finetuned_audio, base_audio, scores], api_name="compare_with_base", concurrency_id=GPU_QUEUE,
         concurrency_limit=1,
     )  # fmt: skip
     return ctx.register("test", {"run": run})

@@ -12,15 +12,16 @@ import gradio as gr
 from utils.device.gpu import detect_gpu
 from utils.device.memory import get_memory_stats
 from utils.model.inference import unload_voice
-from utils.training.arguments import ADVANCED, DATA, MODEL, SCHEDULE, SPEED, TrainArguments
+from utils.training.arguments import ADVANCED, DATA, MODEL, QUALITY, SCHEDULE, SPEED, TrainArguments
 from utils.training.optimizations import TrainingOptimizer
 from utils.training.run_record import read_run
-from webui import form, run_view
+from webui import form, quality_view, run_view
 from webui.context import GPU_QUEUE, UIContext
 
 REFRESH_SECONDS = 1.5
 SCROLL_LOG_TO_END = "() => { const e = document.querySelector('#training-log textarea'); if (e) e.scrollTop = e.scrollHeight; }"
-GROUPS = (DATA, MODEL, SCHEDULE, SPEED, ADVANCED)
+GROUPS = (DATA, MODEL, SCHEDULE, SPEED, QUALITY, ADVANCED)
+QUALITY_PLAYERS = 3  # clips of the latest evaluation played on the page
 
 
 def plan_markdown(grad_checkpoint: bool, sdpa: bool, mixed_precision: bool, precision: str) -> str:
@@ -115,6 +116,21 @@ def refresh(ctx: UIContext) -> tuple[Any, ...]:
     )
 
 
+def quality_refresh(ctx: UIContext, seen: str) -> tuple[Any, ...]:
+    """The score table, the best checkpoint and the latest evaluation's clips; sent only when they changed
+    since `seen` (the timer ticks every 1.5 s, and clips are decoded audio)."""
+    state = ctx.runner.poll()
+    records = [r for r in ctx.runner.metrics() if r.get("type") == "quality"]
+    best = quality_view.best_markdown(state.run_dir) if state.run_dir else ""
+    signature = f"{state.run_dir}|{len(records)}|{best}"
+    if signature == seen:
+        return (gr.skip(),) * (QUALITY_PLAYERS + 3)
+    clips = quality_view.evaluation_clips(state.run_dir, records[-1], QUALITY_PLAYERS) if records else []
+    players = [gr.update(value=audio, label=label, visible=True) for label, audio in clips]
+    players += [gr.update(value=None, visible=False)] * (QUALITY_PLAYERS - len(clips))
+    return (quality_view.quality_frame(records), best, *players, signature)
+
+
 def run_arguments(ctx: UIContext, run: str) -> dict[str, Any]:
     """The arguments a run folder of this app was trained with ({} when there is none)."""
     if not run:
@@ -190,6 +206,11 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
         with gr.Row():
             estimate = gr.Button("Estimate GPU memory", scale=0)
             memory_plan = gr.Markdown()
+        with gr.Accordion("Measured quality (speak held-out sentences at each evaluation and score them)",
+                          open=False), gr.Row():  # fmt: skip
+            for name, spec in form.form_fields():
+                if spec.ui.group == QUALITY:
+                    f(form.component_id(name)).render()
         with gr.Accordion("Advanced", open=False), gr.Row():
             for name, spec in form.form_fields():
                 if spec.ui.group == ADVANCED:
@@ -202,7 +223,15 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
         bar = gr.HTML(run_view.progress_html(run_view.progress([]), "idle"))
         with gr.Row():
             loss_plot = gr.LinePlot(x="step", y="loss", color="series", label="Loss (train and eval)")
-            memory_plot = gr.LinePlot(x="seconds", y="MB", color="series", label="Memory over time")
+            with gr.Column():
+                quality_table = gr.Dataframe(headers=quality_view.QUALITY_COLUMNS, interactive=False, wrap=True,
+                                             label="Measured quality per evaluation (newest first)", max_height=300,
+                                             elem_id="quality-table")  # fmt: skip
+                best_info = gr.Markdown(elem_id="quality-best")
+                with gr.Row():
+                    quality_players = [gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}")
+                                       for i in range(QUALITY_PLAYERS)]  # fmt: skip
+        memory_plot = gr.LinePlot(x="seconds", y="MB", color="series", label="Memory over time")
         memory = gr.Markdown(elem_id="memory-panel")
         log = gr.Textbox(label="Log (last lines)", lines=12, max_lines=12, autoscroll=True, interactive=False,
                          elem_id="training-log")
@@ -231,6 +260,10 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
     timer.tick(lambda: refresh(ctx), None, outputs, api_visibility="undocumented", show_progress="hidden")
     # A replaced value keeps the textarea's scroll position; the newest lines are the ones to see.
     log.change(None, None, None, js=SCROLL_LOG_TO_END, api_visibility="undocumented")
+    quality_seen = gr.State("")
+    timer.tick(lambda seen: quality_refresh(ctx, seen), quality_seen,
+               [quality_table, best_info, *quality_players, quality_seen], api_visibility="undocumented",
+               show_progress="hidden")  # fmt: skip
     return ctx.register("train", {"refresh_outputs": outputs, "start": start, "stop": stop, "status": status,
                                   "start_message": start_message, "timer": timer})  # fmt: skip
 

@@ -105,7 +105,7 @@ def test_amharic_run_with_g2p_reloads_and_inference_uses_the_same_front_end(tmp_
 
     csv_path = write_dataset(tmp_path / "data", n=10, texts=AMHARIC)
     common = dict(version="tiny", num_epochs=1, batch_size=4, grad_acumm=1, enable_mixed_precision=False,
-                  num_workers=0, print_step=50)  # fmt: skip
+                  num_workers=0, print_step=50, quality_eval=0)  # fmt: skip
     result = train_gpt(language="am", use_amharic_g2p=True, train_csv=str(csv_path),
                        output_path=str(tmp_path / "out"), **common)  # fmt: skip
     assert result.status == "finished"

@@ -26,7 +26,9 @@ from utils.training.run_record import list_runs, read_run
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = dict(version="tiny", language="en", enable_mixed_precision=False, num_workers=0, print_step=50)
+# quality_eval=0: measured quality has its own tests (test_quality_training.py).
+FAST = dict(version="tiny", language="en", enable_mixed_precision=False, num_workers=0, print_step=50,
+            quality_eval=0)
 
 
 def steps(run_dir: str | Path) -> list[int]:
@@ -49,7 +51,7 @@ def assert_resumable(run_dir: str | Path, csv_path: Path, **common) -> None:
 def cli_train(csv_path: Path, output: Path, *extra: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "utils.cli", "train", "--version", "tiny", "--train-csv", str(csv_path),
                "--output-path", str(output), "--no-enable-mixed-precision", "--num-workers", "0", "--batch-size", "2",
-               "--grad-acumm", "1", *extra]  # fmt: skip
+               "--grad-acumm", "1", "--quality-eval", "0", *extra]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

@@ -16,7 +16,9 @@ from utils.gpt_train import TrainResult, train_gpt
 
 pytestmark = pytest.mark.slow
 
-FAST = dict(version="tiny", language="en", enable_mixed_precision=False, num_workers=0, print_step=50)
+# quality_eval=0: measured quality has its own tests (test_quality_training.py).
+FAST = dict(version="tiny", language="en", enable_mixed_precision=False, num_workers=0, print_step=50,
+            quality_eval=0)
 
 
 def train_records(run_dir: str) -> list[dict]:
@@ -33,7 +35,7 @@ def test_end_to_end_run_returns_six_paths_and_a_model_that_learned(tmp_path, tin
 
     result = train_gpt(
         "", "tiny", "en", 2, 4, 2, str(csv_path), "", str(tmp_path / "out"), 255995, True, True, False, False,
-        num_workers=0,
+        num_workers=0, quality_eval=0,
     )  # fmt: skip
 
     assert time.time() - started < 120

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 
@@ -9,6 +10,7 @@ import pytest
 
 from tests.webui.app_server import AppServer
 from tests.webui.test_client import absolute_path_csv
+from utils.files import read_jsonl
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -79,7 +81,18 @@ def test_upload_check_train_and_watch_progress_and_memory(tmp_path, tiny_base, b
         wait_text(browser, "What will be applied")
         epochs = browser.find_element(By.XPATH, "//*[normalize-space(text())='Epochs']/ancestor::label//input")
         epochs.clear()
-        epochs.send_keys("12")
+        epochs.send_keys("6")
+        # One scored sentence per evaluation (the default is 3): the score table below needs only one.
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        buttons = browser.find_elements(By.TAG_NAME, "button")
+        accordion = [b for b in buttons if b.text.startswith("Measured quality")][0]
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", accordion)
+        accordion.click()
+        sentences = WebDriverWait(browser, 20).until(lambda d: d.find_element(
+            By.XPATH, "//*[normalize-space(text())='Sentences scored per evaluation']/ancestor::label//input"))
+        sentences.clear()
+        sentences.send_keys("1")
         time.sleep(1)
         click_button(browser, "Start training")
 
@@ -94,16 +107,16 @@ def test_upload_check_train_and_watch_progress_and_memory(tmp_path, tiny_base, b
         browser.save_screenshot(str(tmp_path / "training.png"))
 
         # Reloading the page re-attaches to the run: its progress comes back without starting anything, and the
-        # form shows the run's own settings (12 epochs), not the defaults (10).
+        # form shows the run's own settings (6 epochs), not the defaults (10).
         browser.refresh()
         wait_text(browser, "XTTS fine-tuning studio")
         open_tab(browser, "Fine-tune")
         wait_text(browser, "Step ", 60)
         epochs = browser.find_element(By.XPATH, "//*[normalize-space(text())='Epochs']/ancestor::label//input")
         deadline = time.time() + 20
-        while epochs.get_attribute("value") != "12" and time.time() < deadline:
+        while epochs.get_attribute("value") != "6" and time.time() < deadline:
             time.sleep(0.5)
-        assert epochs.get_attribute("value") == "12", "the form holds the running run's values after a reload"
+        assert epochs.get_attribute("value") == "6", "the form holds the running run's values after a reload"
         wait_text(browser, "Training finished", 300)
         time.sleep(3)
         log = browser.find_element(By.XPATH, "//*[normalize-space(text())='Log (last lines)']/ancestor::label//textarea")
@@ -111,6 +124,17 @@ def test_upload_check_train_and_watch_progress_and_memory(tmp_path, tiny_base, b
                                         log)  # fmt: skip
         assert at_end, "the log shows its last lines"
         browser.save_screenshot(str(tmp_path / "finished.png"))
+        # Measured quality: one row per evaluation beside the loss plot, newest first; without
+        # a Whisper model on this machine the CER column says why it is empty, and the latest clips play.
+        table = wait_text(browser, "— Whisper model 'small' is not available", 60, "#quality-table")
+        run_dir = next((tmp_path / "output").glob("*/metrics.jsonl")).parent
+        steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl") if r["type"] == "quality"]
+        rows = [line for line in table.splitlines() if line.isdigit()]
+        assert len(steps) == 6 and rows == [str(step) for step in steps[::-1]]
+        best = json.loads((run_dir / "run.json").read_text())["best"]
+        assert f"by eval_loss: step {best['step']}" in browser.find_element(By.CSS_SELECTOR, "#quality-best").text
+        clip = browser.find_element(By.ID, "quality-clip-0")
+        assert clip.is_displayed() and f"step {steps[-1]}" in clip.text
         assert (tmp_path / "training.png").stat().st_size > 10_000
         assert "Training started." not in browser.find_element(By.CSS_SELECTOR, "body").text, "cleared at the end"
 

@@ -9,7 +9,6 @@ import sys
 import urllib.error
 import urllib.request
 import zipfile
-from pathlib import Path
 
 import pytest
 

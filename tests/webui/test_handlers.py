@@ -29,7 +29,8 @@ def make_context(tmp_path: Path) -> UIContext:
 
 # The form's values (component ids, the clip length in seconds) derive from the declaration, as in the app.
 FORM = form_values(TrainArguments(version="tiny", num_epochs=3, batch_size=4, grad_acumm=2, max_audio_length=220500,
-                                  enable_sdpa=False, train_csv="data/metadata.csv", save_step=500, seed=3))
+                                  enable_sdpa=False, train_csv="data/metadata.csv", save_step=500, seed=3,
+                                  quality_eval=0))
 
 
 def build_train_kwargs(output_dir: str, **values) -> dict:

@@ -10,6 +10,10 @@ A clip already there is not added twice: each clip's name carries a hash of its 
 the same recording often arrives in another container or with other metadata chunks (a WAV saved
 again by an editor, a FLAC of it), and the clip is decoded for conversion anyway. Float audio over
 full scale is scaled down to a 0.99 peak (and the summary says so), never clipped.
+
+Rows can be left out (`exclude`) and transcripts corrected (`corrections`), both keyed by the row's
+`audio_file` as written in its CSV (what the dataset check lists). The edits go into the prepared copy
+only, also to rows an earlier call already prepared, and are listed in the summary and in `edits.jsonl`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import hashlib
 import os
 import random
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +34,7 @@ from utils.audio.io import AudioError, peak_normalise, read_mono, resample, writ
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
 from utils.data.csv_reader import CsvLayout, CsvRow, iter_rows
 from utils.data.validation import DatasetReport, check_options, validate_dataset
-from utils.files import write_text_atomic
+from utils.files import append_jsonl, write_text_atomic
 
 TRAIN_FILE = "metadata_train.csv"
 EVAL_FILE = "metadata_eval.csv"
@@ -39,6 +44,7 @@ HEADER = "audio_file|text|speaker_name"
 INDEX_DIR = ".index"
 _DIGEST_IN_NAME = re.compile(r"_([0-9a-f]{16})\.wav$")
 LISTED_NOTES = 5  # clips named one by one in a note; the rest are counted
+EDITS_FILE = "edits.jsonl"  # one line per exclusion or correction, appended by each call
 
 
 @dataclass
@@ -54,6 +60,8 @@ class PreparedDataset:
     kept_eval: int = 0
     skipped_existing: int = 0
     notes: list[str] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)  # audio_file of each row left out on request
+    corrected: list[dict[str, str]] = field(default_factory=list)  # {audio_file, before, after}
 
     def summary(self) -> str:
         return "\n".join([
@@ -98,10 +106,23 @@ def _write_csv(path: Path, rows: list[str]) -> None:
 
 
 @dataclass
+class _Edits:
+    """The user's exclusions and corrections, keyed by audio_file as written in the CSV."""
+
+    exclude: set[str]
+    corrections: dict[str, str]
+    excluded: list[str] = field(default_factory=list)
+    corrected: list[dict[str, str]] = field(default_factory=list)
+    drop_digests: set[str] = field(default_factory=set)  # excluded clips already in the prepared folder
+    retext: dict[str, str] = field(default_factory=dict)  # digest -> corrected text, for rows already there
+
+
+@dataclass
 class _Copy:
     """What converting the usable rows did."""
 
     existing: dict[str, str]  # digest -> where it is ("already in the dataset", or "line N")
+    edits: _Edits = field(default_factory=lambda: _Edits(set(), {}))
     rows: list[tuple[str, str]] = field(default_factory=list)  # (split, csv line)
     skipped: int = 0
     repeated: list[str] = field(default_factory=list)
@@ -109,17 +130,36 @@ class _Copy:
     unreadable: list[str] = field(default_factory=list)
 
 
+def _edit_of(row: CsvRow, edits: _Edits) -> tuple[bool, str | None]:
+    """(excluded, corrected text or None) for a row, noting the edit for the report."""
+    if row.audio_file in edits.exclude:
+        edits.excluded.append(row.audio_file)
+        return True, None
+    text = edits.corrections.get(row.audio_file)
+    if text is not None:
+        edits.corrected.append({"audio_file": row.audio_file, "before": row.text, "after": text})
+    return False, text
+
+
 def _copy_row(row: CsvRow, split: str, out: Path, copy: _Copy) -> None:
-    """Convert one usable row's clip into out/wavs, unless the same audio is already there."""
+    """Convert one usable row's clip into out/wavs, unless the same audio is already there or it is excluded.
+    An excluded or corrected clip that an earlier call prepared is found by its digest and edited there."""
+    excluded, text = _edit_of(row, copy.edits)
     try:
         wav, rate, _ = read_mono(row.audio_location)
     except AudioError as exc:  # changed or removed since it was checked
-        copy.unreadable.append(f"line {row.line} ({row.audio_file}: {exc})")
+        if not excluded:
+            copy.unreadable.append(f"line {row.line} ({row.audio_file}: {exc})")
         return
     digest = audio_digest(wav, rate)
+    if excluded:
+        copy.edits.drop_digests.add(digest)
+        return
     if digest in copy.existing:
         copy.skipped += 1
-        if copy.existing[digest] != "":
+        if copy.existing[digest] == "" and text is not None:
+            copy.edits.retext[digest] = _clean_field(text)
+        elif copy.existing[digest] != "":
             copy.repeated.append(f"line {row.line} ({row.audio_file}) = {copy.existing[digest]}")
         return
     copy.existing[digest] = f"line {row.line}"
@@ -128,7 +168,23 @@ def _copy_row(row: CsvRow, split: str, out: Path, copy: _Copy) -> None:
         copy.scaled.append(f"line {row.line} ({row.audio_file}, peak {0.99 / gain:.2f})")
     name = _clip_name(row.audio_path, digest)
     write_wav(out / name, wav, XTTS_SAMPLE_RATE)
-    copy.rows.append((split, f"{name}|{_clean_field(row.text)}|{_clean_field(row.speaker_name) or 'speaker'}"))
+    text = _clean_field(row.text if text is None else text)
+    copy.rows.append((split, f"{name}|{text}|{_clean_field(row.speaker_name) or 'speaker'}"))
+
+
+def _edited(rows: list[str], edits: _Edits) -> list[str]:
+    """Rows an earlier call prepared, without the excluded clips and with corrected texts."""
+    kept = []
+    for line in rows:
+        match = _DIGEST_IN_NAME.search(line.split("|", 1)[0])
+        digest = match.group(1) if match else None
+        if digest in edits.drop_digests:
+            continue
+        if digest in edits.retext:
+            name, _, speaker = line.split("|", 2)
+            line = f"{name}|{edits.retext[digest]}|{speaker}"
+        kept.append(line)
+    return kept
 
 
 def _notes(copy: _Copy) -> list[str]:
@@ -165,6 +221,64 @@ def _check_target(out: Path, sources: list[Path], language: str) -> None:
                          "folder.")  # fmt: skip
 
 
+def _checked_edits(exclude: Iterable[str], corrections: Mapping[str, str] | None, language: str,
+                   validation: dict[str, Any]) -> _Edits:  # fmt: skip
+    """The exclusions and corrections, checked before anything is read: keys are audio_file strings, corrected
+    texts pass the checks the run applies (front end, character limit, vocab)."""
+    if isinstance(exclude, str):
+        raise ValueError("exclude is a list of audio_file values (as written in the CSV), not one string.")
+    exclude, corrections = set(exclude or ()), dict(corrections or {})
+    bad = [key for key in [*exclude, *corrections] if not isinstance(key, str) or not key.strip()]
+    if bad:
+        raise ValueError(f"exclude and corrections are keyed by a row's audio_file as written in the CSV; got "
+                         f"{bad[:3]}.")  # fmt: skip
+    both = sorted(exclude & set(corrections))
+    if both:
+        raise ValueError(f"{', '.join(both[:5])}: both excluded and corrected; keep one of the two.")
+    from utils.data.row_checks import TextChecker
+
+    checker = TextChecker(language, validation.get("text_frontend"), validation.get("vocab_path"))
+    for key, text in corrections.items():
+        if not isinstance(text, str):
+            raise ValueError(f"The correction for {key} must be text; got {text!r}.")
+        errors = [reason for severity, reason in checker.check(_clean_field(text)) if severity == "error"]
+        if errors:
+            raise ValueError(f"The correction for {key} cannot be used: {errors[0]}")
+    return _Edits(exclude, {key: _clean_field(text) for key, text in corrections.items()})
+
+
+def _check_edit_rows(edits: _Edits, usable: list[tuple[CsvRow, str]], report: DatasetReport,
+                     kept: dict[str, list[str]]) -> None:  # fmt: skip
+    """Every edited row names a row of the dataset, and each split keeps at least one row."""
+    named = {row.audio_file for row, _ in usable} | {p.audio_file for p in report.problems if p.audio_file}
+    unknown = sorted((edits.exclude | set(edits.corrections)) - named)
+    if unknown:
+        raise ValueError(f"No row of the dataset has the audio_file {', '.join(map(repr, unknown[:5]))}: give "
+                         "audio_file as written in the CSV (the dataset check lists them).")  # fmt: skip
+    for split in ("train", "eval"):
+        rows = [row.audio_file for row, in_split in usable if in_split == split]
+        if edits.exclude and rows and not kept[split] and all(name in edits.exclude for name in rows):
+            raise ValueError(f"Excluding these rows leaves no {split} row: keep at least one.")
+
+
+def _edit_notes(out: Path, edits: _Edits) -> list[str]:
+    """The edits, recorded in the folder's edits.jsonl and described for the summary."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    for audio_file in edits.excluded:
+        append_jsonl(out / EDITS_FILE, {"time": stamp, "edit": "excluded", "audio_file": audio_file})
+    for change in edits.corrected:
+        append_jsonl(out / EDITS_FILE, {"time": stamp, "edit": "corrected", **change})
+    notes = []
+    if edits.excluded:
+        shown = ", ".join(edits.excluded[:LISTED_NOTES]) + (", ..." if len(edits.excluded) > LISTED_NOTES else "")
+        notes.append(f"{len(edits.excluded)} row(s) excluded on request: {shown}.")
+    if edits.corrected:
+        shown = "; ".join(f"{c['audio_file']}: \"{c['after']}\"" for c in edits.corrected[:LISTED_NOTES])
+        notes.append(f"{len(edits.corrected)} transcript(s) corrected in the prepared copy (your CSV is unchanged): "
+                     f"{shown}{'; ...' if len(edits.corrected) > LISTED_NOTES else ''}.")  # fmt: skip
+    return notes
+
+
 def prepare_dataset(
     train_csv: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -173,51 +287,49 @@ def prepare_dataset(
     max_audio_length: int = MAX_AUDIO_LENGTH,
     *,
     seed: int = 1,
+    exclude: Iterable[str] = (),
+    corrections: Mapping[str, str] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     **validation: Any,
 ) -> PreparedDataset:
     """Validate, then copy the usable rows into `out_dir` as a normalised dataset (see module doc).
 
+    `exclude`: audio_file values (as written in the CSV) of rows to leave out; `corrections`: {audio_file: text}
+    to use instead of the CSV's text. Both apply to the prepared copy only and are listed in its summary.
     `validation` goes to validate_dataset (e.g. training.text_checks.text_check_options(...) for a run's text checks)."""
     lang = check_options(language, max_audio_length, validation.get("audio_check", "auto"))
     out = Path(out_dir).expanduser().resolve()
     _check_target(out, [Path(p).resolve() for p in (train_csv, eval_csv) if p], lang)
+    edits = _checked_edits(exclude, corrections, lang, validation)
     lang_file = out / LANG_FILE
 
     report = validate_dataset(train_csv, eval_csv, lang, max_audio_length, seed=seed,
                               index_dir=out / INDEX_DIR, progress=progress, **validation)  # fmt: skip
     if report.rows_usable == 0:
         raise ValueError("No usable rows to prepare:\n" + report.summary())
+    kept = {"train": _read_prepared(out / TRAIN_FILE), "eval": _read_prepared(out / EVAL_FILE)}
+    usable = [(row, split) for split, row, _ in report.iter_usable_splits()]
+    _check_edit_rows(edits, usable, report, kept)
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER_FILE).touch()
-    kept_train = _read_prepared(out / TRAIN_FILE)
-    kept_eval = _read_prepared(out / EVAL_FILE)
     # "" marks audio that was there before this call: skipping it needs no note.
-    copy = _Copy(existing=dict.fromkeys(_digests_in(kept_train + kept_eval), ""))
-    usable = [(row, split) for split, row, _ in report.iter_usable_splits()]
+    copy = _Copy(existing=dict.fromkeys(_digests_in(kept["train"] + kept["eval"]), ""), edits=edits)
     for done, (row, split) in enumerate(usable, start=1):
         if progress:
             progress(done, len(usable), f"Converting {row.audio_file}")
         _copy_row(row, split, out, copy)
-    new_rows, skipped = copy.rows, copy.skipped
-    new_train = [line for split, line in new_rows if split == "train"]
-    new_eval = [line for split, line in new_rows if split == "eval"]
+    kept_train, kept_eval = _edited(kept["train"], edits), _edited(kept["eval"], edits)
+    new_train = [line for split, line in copy.rows if split == "train"]
+    new_eval = [line for split, line in copy.rows if split == "eval"]
     _write_csv(out / TRAIN_FILE, kept_train + new_train)
     _write_csv(out / EVAL_FILE, kept_eval + new_eval)
     write_text_atomic(lang_file, lang + "\n")
     return PreparedDataset(
-        folder=out,
-        train_csv=out / TRAIN_FILE,
-        eval_csv=out / EVAL_FILE,
-        language=lang,
-        report=report,
-        added_train=len(new_train),
-        added_eval=len(new_eval),
-        kept_train=len(kept_train),
-        kept_eval=len(kept_eval),
-        skipped_existing=skipped,
-        notes=_notes(copy),
-    )
+        folder=out, train_csv=out / TRAIN_FILE, eval_csv=out / EVAL_FILE, language=lang, report=report,
+        added_train=len(new_train), added_eval=len(new_eval), kept_train=len(kept_train), kept_eval=len(kept_eval),
+        skipped_existing=copy.skipped, notes=_notes(copy) + _edit_notes(out, edits), excluded=edits.excluded,
+        corrected=edits.corrected,
+    )  # fmt: skip
 
 
 def preview_rows(

@@ -6,9 +6,11 @@ in training, so callers pass ordinary text.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +55,7 @@ def _device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-@functools.lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=2)  # a run and its base model, compared side by side in the Test tab
 def _load(ready_dir: str, stamp: float, device: str) -> LoadedVoice:
     from TTS.tts.configs.xtts_config import XttsConfig
     from TTS.tts.models.xtts import Xtts
@@ -109,6 +111,51 @@ def check_text_length(model: Any, text: str, language: str) -> None:
                          "shorter sentences.")  # fmt: skip
 
 
+@contextlib.contextmanager
+def seeded(seed: int | None) -> Iterator[None]:
+    """Sampling with a fixed seed inside, without changing the random state of the caller (a training
+    run keeps its own sequence)."""
+    if seed is None:
+        yield
+        return
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(int(seed))
+        yield
+
+
+def conditioning_latents(model: Any, reference: str | os.PathLike) -> tuple[torch.Tensor, torch.Tensor]:
+    """XTTS's GPT conditioning latent and speaker embedding of a reference clip."""
+    with torch.inference_mode():
+        return model.get_conditioning_latents(audio_path=[str(reference)], max_ref_length=30, gpt_cond_len=30,
+                                              gpt_cond_chunk_len=4)  # fmt: skip
+
+
+def generate_wav(
+    model: Any, prepared_text: str, language: str, latent: torch.Tensor, speaker: torch.Tensor, *,
+    seed: int | None = None, max_audio_tokens: int | None = None, temperature: float = 0.75,
+    length_penalty: float = 1.0, repetition_penalty: float = 5.0, top_k: int = 50, top_p: float = 0.85,
+    speed: float = 1.0,
+) -> np.ndarray:  # fmt: skip
+    """Speech samples (mono float32 at the model's output rate) of text already through the front end, from
+    an Xtts ready for inference (loaded for it, or a training model inside
+    `utils.training.quality_eval.speaking`)."""
+    limit = model.gpt.max_gen_mel_tokens
+    if max_audio_tokens:
+        model.gpt.max_gen_mel_tokens = max(2, min(limit, int(max_audio_tokens)))
+    try:
+        with torch.inference_mode(), seeded(seed):
+            # Sliders and JSON send whole numbers as int; transformers' samplers insist on floats.
+            out = model.inference(
+                prepared_text, language, latent, speaker, temperature=float(temperature),
+                length_penalty=float(length_penalty), repetition_penalty=float(repetition_penalty), top_k=int(top_k),
+                top_p=float(top_p), speed=float(speed), enable_text_splitting=False,
+            )  # fmt: skip
+    finally:
+        model.gpt.max_gen_mel_tokens = limit
+    return np.asarray(out["wav"], dtype=np.float32).reshape(-1)
+
+
 def synthesize(
     model_path: str | os.PathLike,
     text: str,
@@ -122,10 +169,12 @@ def synthesize(
     top_p: float = 0.85,
     speed: float = 1.0,
     max_audio_tokens: int | None = None,
+    seed: int | None = None,
     output_wav: str | os.PathLike | None = None,
 ) -> tuple[int, np.ndarray]:
     """Synthesize `text` with a run's voice; returns (sample_rate, float32 samples) and writes
-    `output_wav` when given. `max_audio_tokens` caps the length (~21.5 tokens per second of speech)."""
+    `output_wav` when given. `max_audio_tokens` caps the length (~21.5 tokens per second of speech);
+    `seed` makes the sampling repeatable (the same text, reference and seed give the same audio)."""
     if not text or not text.strip():
         raise ValueError("Text is empty: type what the voice should say.")
     voice = load_voice(model_path)
@@ -136,22 +185,13 @@ def synthesize(
     prepared = frontend.apply(text.strip())
     model = voice.model
     check_text_length(model, prepared, frontend.language)
-    with _lock, torch.inference_mode():
-        latent, speaker = model.get_conditioning_latents(audio_path=[str(reference)], max_ref_length=30,
-                                                         gpt_cond_len=30, gpt_cond_chunk_len=4)  # fmt: skip
-        limit = model.gpt.max_gen_mel_tokens
-        if max_audio_tokens:
-            model.gpt.max_gen_mel_tokens = max(2, min(limit, int(max_audio_tokens)))
-        try:
-            # Sliders and JSON send whole numbers as int; transformers' samplers insist on floats.
-            out = model.inference(
-                prepared, frontend.language, latent, speaker, temperature=float(temperature),
-                length_penalty=float(length_penalty), repetition_penalty=float(repetition_penalty), top_k=int(top_k),
-                top_p=float(top_p), speed=float(speed), enable_text_splitting=False,
-            )  # fmt: skip
-        finally:
-            model.gpt.max_gen_mel_tokens = limit
-    wav = np.asarray(out["wav"], dtype=np.float32).reshape(-1)
+    with _lock:
+        latent, speaker = conditioning_latents(model, reference)
+        wav = generate_wav(
+            model, prepared, frontend.language, latent, speaker, seed=seed, max_audio_tokens=max_audio_tokens,
+            temperature=temperature, length_penalty=length_penalty, repetition_penalty=repetition_penalty, top_k=top_k,
+            top_p=top_p, speed=speed,
+        )  # fmt: skip
     if output_wav:
         import soundfile as sf
 

@@ -91,9 +91,9 @@ class _Scorer:
     reference embedding (or the reason there is none)."""
 
     def __init__(self, transcriber: Transcriber | None, language: str | None,
-                 reference_clips: Sequence[str | os.PathLike] | None) -> None:
+                 reference_clips: Sequence[str | os.PathLike] | None, no_transcriber_reason: str | None = None) -> None:
         self.transcriber = transcriber
-        self.asr_reason = None if transcriber is not None else "no transcription model given"
+        self.asr_reason = None if transcriber is not None else (no_transcriber_reason or "no transcription model given")
         self.language = language  # the project's code: the error rates fold Amharic homophones with it
         self.asr_language = whisper_language(language) if language else None
         self.reference, self.similarity_reason = None, None
@@ -181,12 +181,14 @@ def score_clips(
     reference_clips: Sequence[str | os.PathLike] | None = None,
     transcriber: Transcriber | None = None,
     progress: Progress | None = None,
+    no_transcriber_reason: str | None = None,
 ) -> QualityReport:
     """Score generated clips (see the module docstring). ``items`` are :class:`ClipToScore` or tuples
     ``(file, text[, real_clip])``; ``language`` is the project's code (``en``, ``amh``...) or None to
-    detect; ``reference_clips`` are real clips of the speaker; ``progress(done, total, message)``."""
+    detect; ``reference_clips`` are real clips of the speaker; ``progress(done, total, message)``;
+    ``no_transcriber_reason``: why ``transcriber`` is None (e.g. from asr.transcriber_or_reason), for the records."""
     todo = [ClipToScore(*item) for item in items]
-    scorer = _Scorer(transcriber, language, reference_clips)
+    scorer = _Scorer(transcriber, language, reference_clips, no_transcriber_reason)
     clips = []
     for done, item in enumerate(todo, start=1):
         clips.append(scorer.score(item))

@@ -24,7 +24,8 @@ MAX_AUDIO_LENGTH_CEILING = 30 * XTTS_SAMPLE_RATE
 RUN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
 
 # Web form groups, in the order the Fine-tune tab shows them.
-DATA, MODEL, SCHEDULE, SPEED, ADVANCED = "data", "model", "schedule", "optimizations", "advanced"
+DATA, MODEL, SCHEDULE, SPEED, QUALITY, ADVANCED = "data", "model", "schedule", "optimizations", "quality", "advanced"
+BEST_RULES = ("eval_loss", "cer", "similarity", "combined")  # utils.quality.selection.BestRule
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,28 @@ class TrainArguments:
     vocab_new_tokens: int = option(2000, "New language only: BPE tokens to learn from the dataset's text (capped by "
                                    "what the text supports).", minimum=0, maximum=50_000)
     print_step: int = option(10, "Print the trainer's progress every this many steps.", minimum=1, maximum=1_000_000)
+    # Measured quality (utils.training.quality_eval, utils.training.best_checkpoint).
+    quality_eval: int = option(
+        3, "Held-out eval sentences spoken with the current weights and scored at each evaluation (0 = off): CER/WER "
+        "of a Whisper transcript, speaker similarity (Resemblyzer), duration against the real clip. Clips go to "
+        "run_dir/evals/step_<N>/, scores to metrics.jsonl.", minimum=0, maximum=50,
+        ui=UI("Sentences scored per evaluation", QUALITY, info="0 turns measured quality off"))
+    best_by: str = option(
+        "eval_loss", "Which checkpoint ready/ holds: lowest eval_loss, lowest cer, highest similarity, or highest "
+        "combined = 0.5 x (1 - min(CER, 1)) + 0.5 x similarity. cer, similarity and combined need quality_eval >= 1.",
+        choices=BEST_RULES, ui=UI("Best checkpoint by", QUALITY, "radio",
+                                  info="combined = 0.5·(1 − min(CER, 1)) + 0.5·similarity"))
+    early_stop_patience: int = option(
+        0, "Stop when the best_by value has not improved for this many evaluations (0 = never stop early); "
+        "evaluations without a value (e.g. no Whisper model) are not counted.", minimum=0, maximum=10_000,
+        ui=UI("Early stopping patience (evaluations)", QUALITY, info="0 = off"))
+    whisper_model: str = option(
+        "small", "Whisper model for the CER/WER: a faster-whisper size (tiny, base, small, large-v3...) looked up in "
+        "models/whisper/<name>/ or downloaded, or a CTranslate2 model folder. Without it the CER is empty, with "
+        "the reason, and training goes on.", ui=UI("Whisper model for scoring", QUALITY))
+    quality_max_audio_tokens: int = option(
+        0, "Longest scored clip in GPT audio tokens (~21.5 per second); 0 allows 1.5 times the real clip's length.",
+        minimum=0, maximum=10_000)
 
     def __post_init__(self) -> None:
         for spec in fields(self):
@@ -147,6 +170,9 @@ class TrainArguments:
                              "to start from the base model.")  # fmt: skip
         if self.resume_from and not Path(self.resume_from).expanduser().exists():
             raise ValueError(f"resume_from not found: {self.resume_from}. Give a run folder from {self.output_path}.")
+        if self.best_by != "eval_loss" and self.quality_eval == 0:
+            raise ValueError(f"best_by={self.best_by!r} is measured on generated speech: set quality_eval to 1 or more "
+                             "sentences, or use best_by='eval_loss'.")  # fmt: skip
         if self.run_name and (not RUN_NAME_PATTERN.fullmatch(self.run_name) or ".." in self.run_name):
             raise ValueError(f"run_name {self.run_name[:100]!r} is not a name: use up to 80 letters, digits, '-', '_' "
                              "and '.', starting with a letter or digit (it names a folder, not a path).")  # fmt: skip

@@ -117,6 +117,10 @@ class MetricsLogger(BaseDashboardLogger):
         """A run-level event: started, resumed, stopped, finished, failed..."""
         self._emit({"type": "status", "status": status, **fields})
 
+    def quality(self, **fields: Any) -> None:
+        """Measured quality of one evaluation (utils.training.best_checkpoint writes it)."""
+        self._emit({"type": "quality", **fields})
+
     def clips_failed(self) -> int:
         """Clips the data loader could not load so far (the model collects them from every batch)."""
         model = self.trainer._get_model() if hasattr(self.trainer, "_get_model") else None

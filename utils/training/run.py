@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import math
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from utils.training.run_record import (
     write_run,
 )
 from utils.training.auto_batch import plan_batch_size, probe_batch_size
+from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
 from utils.training.checkpoints import newest_checkpoint
 from utils.training.setup import TrainingSetup, build_training_setup
 from utils.training.text_checks import text_check_options
@@ -95,6 +97,7 @@ class TrainingRun:
         self.setup: TrainingSetup | None = None
         self.clip_failures: list[str] = []
         self.batch_choice = ""
+        self.choice: CheckpointChoice | None = None  # best checkpoint by the run's rule; early stopping
 
     # --- before any folder or model exists ------------------------------------------------------------
     def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
@@ -131,6 +134,9 @@ class TrainingRun:
             self._write_run_files(report)
             # Taken now, while the dataset is as validated: the user's files may move during a long run.
             update_run(self.run_dir, reference=write_reference_wav(self.setup.train_durations, self.run_dir / REFERENCE_WAV))
+            self.choice = checkpoint_choice(self.args, report, self.frontend, self.run_dir, self.metrics,
+                                            self.run_dir / REFERENCE_WAV)  # fmt: skip
+            self.setup.trainer.choose_best = self.choice
             self._set_status(RunStatus.RUNNING, step=self.setup.trainer.total_steps_done,
                              total_steps=self.metrics.total_steps)  # fmt: skip
             print(f"\nRun folder: {self.run_dir}\n{self.setup.report.to_markdown()}\n{format_memory_stats()}\n",
@@ -186,7 +192,7 @@ class TrainingRun:
             **process_identity(),
             "dataset": {k: v for k, v in report.to_dict().items() if k != "problems"},
             **{key: previous.get(key) for key in ("last_checkpoint", "last_checkpoint_step", "best_checkpoint",
-                                                  "best_checkpoint_step")},
+                                                  "best_checkpoint_step", "best", "early_stopping")},
             "history": previous.get("history", []) + ([history_entry(previous)] if previous else []),
             "changed_on_resume": changed_arguments(previous.get("arguments") or {}, self.args.to_dict()),
         })  # fmt: skip
@@ -254,7 +260,7 @@ class TrainingRun:
             base_weights=trainer.config.model_args.xtts_checkpoint,
             finetune_info={"base_version": base.version, "language": self.language,
                            "text_frontend": self.frontend.to_dict(), "run_dir": str(self.run_dir),
-                           "steps_done": trainer.total_steps_done},
+                           "steps_done": trainer.total_steps_done, **self._chosen(checkpoint)},
         )  # fmt: skip
         failures = self._clip_failures()
         skipped = (f" {failures['clips_failed']} clip(s) could not be loaded and were skipped (listed in run.json)."
@@ -265,11 +271,21 @@ class TrainingRun:
             RunStatus.INTERRUPTED: f"Interrupted at step {trainer.total_steps_done}; checkpoint saved: "
                                    f"{trainer.stop_checkpoint}",
         }.get(status, status.value) + skipped  # fmt: skip
+        if self.choice is not None and self.choice.stop_message:
+            message = self.choice.stop_message + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
         self._set_status(status, finished=now_iso(), steps_done=trainer.total_steps_done, checkpoint_path=str(checkpoint),
                          stop_checkpoint=trainer.stop_checkpoint, ready_dir=str(ready), message=message,
                          **failures)  # fmt: skip
         print(f"\n{message}\nReady for inference: {ready}", flush=True)
         return RunOutput(self.run_dir, ready, checkpoint)
+
+    def _chosen(self, checkpoint: Path) -> dict[str, Any]:
+        """What ready/finetune.json says about the checkpoint it holds: its step and, for the best model, why."""
+        best = self.choice.best if self.choice is not None else None
+        if checkpoint.name == "best_model.pth" and best:
+            return {"checkpoint_step": best["step"], "best": best}
+        match = re.fullmatch(r"checkpoint_(\d+)\.pth", checkpoint.name)
+        return {"checkpoint_step": int(match.group(1)) if match else None}
 
 
 def out_of_memory_advice(args: TrainArguments) -> str:

@@ -246,6 +246,7 @@ class FineTuneTrainer(Trainer):
         self.outcome: RunStatus | None = None
         self._resuming = self.continue_run
         self.stop_checkpoint: str | None = None
+        self.choose_best: Callable[[FineTuneTrainer], None] | None = None  # set by the run; None: lowest loss
         self.checkpoints = checkpoints or CheckpointWriter(self.output_path, self.config.save_n_checkpoints)
         if self.use_cuda and hasattr(self._get_model(), "xtts"):
             # coqui moved the whole model to the GPU; no training step uses the HiFi-GAN decoder.
@@ -303,8 +304,12 @@ class FineTuneTrainer(Trainer):
             self.train_loader = full
 
     def save_best_model(self) -> None:  # type: ignore[override]
-        """At an epoch's end: the weights only, when the eval loss (else the train loss) is the lowest so far."""
+        """At an epoch's end: the weights only, when the eval loss (else the train loss) is the lowest so far;
+        or as `choose_best` decides (utils.training.best_checkpoint: measured quality, early stopping)."""
         if self.args.rank not in (None, 0):
+            return
+        if self.choose_best is not None:
+            self.choose_best(self)
             return
         loss = {"train_loss": self._pick_target_avg_loss(self.keep_avg_train) or float("inf"),
                 "eval_loss": self._pick_target_avg_loss(self.keep_avg_eval)}  # fmt: skip

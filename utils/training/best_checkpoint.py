@@ -1,0 +1,161 @@
+"""Which checkpoint is best, by the rule the user picked, and when to stop early.
+
+`CheckpointChoice` is called by `FineTuneTrainer.save_best_model` at the end of every epoch, after coqui's
+eval pass. It measures the voice when the run asks for it (`QualityEvaluator`), appends a "quality"
+record to metrics.jsonl, saves `best_model.pth` when this evaluation beats the best so far under the
+rule (`utils.quality.selection.BestRule`: lowest eval loss, lowest CER, highest similarity or highest
+combined score), records in run.json `best: {rule, step, value, by, why, ...}`, and ends the run through
+the Stop button's own path (`StopTraining`) once the rule's value has not improved for
+`early_stop_patience` evaluations, with the reason in run.json `early_stop`.
+
+Degrading gracefully: an evaluation without the rule's value (no Whisper model for "cer", no speech to
+embed for "similarity") cannot win and does not count for early stopping. Until some evaluation has the
+value, the lowest eval loss keeps a provisional best, so `ready/` always holds a chosen checkpoint and
+run.json says why.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from utils.quality.selection import BestRule, EarlyStopping, is_better
+from utils.training.checkpoints import BEST_MODEL_FILE
+from utils.training.quality_eval import QualityEvaluator
+from utils.training.run_record import read_run, update_run
+from utils.training.trainer import StopTraining
+
+log = logging.getLogger(__name__)
+
+
+class EarlyStop(StopTraining):
+    """The rule's value has not improved for `patience` evaluations: the run ends as the Stop button ends it."""
+
+
+def _shown(value: float | None) -> str:
+    return "none" if value is None else f"{value:.4g}"
+
+
+class CheckpointChoice:
+    """The run's best-checkpoint rule and early stopping (see the module docstring)."""
+
+    def __init__(self, rule: str | BestRule, patience: int, run_dir: Path, metrics: Any,
+                 evaluator: QualityEvaluator | None = None) -> None:  # fmt: skip
+        self.rule = BestRule.parse(rule)
+        self.run_dir = Path(run_dir)
+        self.metrics = metrics
+        self.evaluator = evaluator
+        self.stopper = EarlyStopping(self.rule, patience) if patience else None
+        self.best: dict[str, Any] | None = None
+        self.stop_message: str | None = None
+        self._restore()
+
+    def _restore(self) -> None:
+        """A resumed run continues from its recorded best (and early-stopping count) under the same rule."""
+        record = read_run(self.run_dir)
+        best = record.get("best")
+        if not (isinstance(best, dict) and best.get("rule") == self.rule.value
+                and (self.run_dir / BEST_MODEL_FILE).is_file()):  # fmt: skip
+            return
+        self.best = best
+        stopping = record.get("early_stopping") or {}
+        if self.stopper is not None and stopping.get("rule") == self.rule.value and best.get("value") is not None:
+            self.stopper.best = float(best["value"])
+            self.stopper.evals_without_improvement = int(stopping.get("evals_without_improvement") or 0)
+
+    # --- the decision -------------------------------------------------------------------------------
+    def decide(self, step: int, values: dict[str, float | None], reasons: list[str]) -> tuple[bool, str, str]:
+        """(better, by which rule, why) for an evaluation with `values` (eval_loss, cer, similarity, combined)."""
+        rule, best = self.rule, self.best
+        value = rule.value_of(values)
+        provisional = best is not None and best.get("value") is None and best.get("by") != rule.value
+        if value is not None:
+            if best is None or provisional:
+                return True, rule.value, f"first evaluation with a {rule.value}: {_shown(value)}"
+            if is_better(rule, value, best["value"]):
+                side = "higher" if rule.higher_is_better else "lower"
+                return True, rule.value, (f"{rule.value} {_shown(value)} is {side} than {_shown(best['value'])} "
+                                          f"(step {best['step']})")  # fmt: skip
+            return False, rule.value, ""
+        if best is not None and not provisional:
+            return False, rule.value, ""
+        # No value under the rule yet: the eval loss keeps a provisional best.
+        missing = next((r for r in reasons if r.startswith(f"{rule.value}:")), f"{rule.value}: not measured")
+        loss = values.get("eval_loss")
+        previous = None if best is None else best["metrics"].get("eval_loss")
+        if not is_better(BestRule.EVAL_LOSS, loss, previous):
+            return False, BestRule.EVAL_LOSS.value, ""
+        return True, BestRule.EVAL_LOSS.value, (f"no {missing}; provisional best by eval loss {_shown(loss)} until "
+                                                f"an evaluation has a {rule.value}")  # fmt: skip
+
+    # --- what the trainer calls ---------------------------------------------------------------------
+    def __call__(self, trainer: Any) -> None:
+        step = trainer.total_steps_done
+        losses = {"train_loss": trainer._pick_target_avg_loss(trainer.keep_avg_train) or float("inf"),
+                  "eval_loss": trainer._pick_target_avg_loss(trainer.keep_avg_eval)}  # fmt: skip
+        values: dict[str, float | None] = {"eval_loss": losses["eval_loss"]}
+        if values["eval_loss"] is None and losses["train_loss"] != float("inf"):
+            values["eval_loss"] = losses["train_loss"]  # no eval pass: the train loss stands in, as coqui does
+        quality = None
+        if self.evaluator is not None:
+            quality = self.evaluator.evaluate(getattr(trainer.model, "module", trainer.model).xtts, step)
+            values.update({k: quality[k] for k in ("cer", "wer", "similarity", "duration_ratio", "combined")})
+        better, by, why = self.decide(step, values, quality["reasons"] if quality else [])
+        if better and trainer.checkpoints.save_best(trainer, step, losses) is not None:
+            trainer.best_loss = losses
+            self.best = {"rule": self.rule.value, "step": step, "value": self.rule.value_of(values)
+                         if by == self.rule.value else None, "by": by, "why": why, "metrics": values,
+                         "checkpoint": str(self.run_dir / BEST_MODEL_FILE)}  # fmt: skip
+        else:
+            better = False
+        stop = self._count(values)
+        fields = {"best": self.best}
+        if self.stopper is not None:
+            stopper = self.stopper
+            fields["early_stopping"] = {"rule": self.rule.value, "patience": stopper.patience,
+                                        "evals_without_improvement": stopper.evals_without_improvement}  # fmt: skip
+        update_run(self.run_dir, **fields)
+        if quality is not None:
+            self.metrics.quality(step=step, epoch=trainer.epochs_done + 1, rule=self.rule.value,
+                                 eval_loss=values["eval_loss"], **quality,
+                                 is_best=better, best_step=self.best["step"] if self.best else None)  # fmt: skip
+        if stop:
+            self._stop(step)
+
+    def _count(self, values: dict[str, float | None]) -> bool:
+        """Feed early stopping; True when patience has run out. A missing value is not counted either way."""
+        if self.stopper is None:
+            return False
+        value = self.rule.value_of(values)
+        if value is not None:
+            self.stopper.update(value)
+        return self.stopper.should_stop
+
+    def _stop(self, step: int) -> None:
+        patience = self.stopper.patience
+        best = self.best or {}
+        self.stop_message = (f"Stopped early at step {step}: the {self.rule.value} did not improve for {patience} "
+                             f"evaluation(s) (best {_shown(best.get('value'))} at step "
+                             f"{best.get('step')}).")  # fmt: skip
+        update_run(self.run_dir, early_stop={"step": step, "rule": self.rule.value, "patience": patience,
+                                             "best_step": best.get("step"), "message": self.stop_message})  # fmt: skip
+        log.info(self.stop_message)
+        raise EarlyStop(self.stop_message)
+
+
+def checkpoint_choice(args: Any, report: Any, frontend: Any, run_dir: Path, metrics: Any,
+                      reference_wav: Path) -> CheckpointChoice:  # fmt: skip
+    """The run's CheckpointChoice from its TrainArguments (quality_eval, best_by, early_stop_patience,
+    whisper_model, quality_max_audio_tokens); the sentences it speaks are recorded in run.json `quality`."""
+    from utils.training.quality_eval import pick_eval_sentences
+
+    sentences = pick_eval_sentences(report, frontend, args.quality_eval, args.seed)
+    evaluator = None
+    if sentences:
+        evaluator = QualityEvaluator(sentences, run_dir, reference_wav, frontend.language, seed=args.seed,
+                                     whisper_model=args.whisper_model, max_audio_tokens=args.quality_max_audio_tokens)
+        update_run(run_dir, quality={"sentences": [s.text for s in sentences],
+                                          "real_clips": [s.real_clip for s in sentences],
+                                          "whisper_model": args.whisper_model, "seed": args.seed})  # fmt: skip
+    return CheckpointChoice(args.best_by, args.early_stop_patience, run_dir, metrics, evaluator)

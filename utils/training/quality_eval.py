@@ -1,0 +1,168 @@
+"""Measured quality at each evaluation: speak held-out sentences with the weights being trained, score them.
+
+At each evaluation the run's training model (coqui's GPTTrainer holds a full Xtts: GPT, HiFi-GAN
+decoder, tokenizer) is switched to inference for a moment, as coqui's own `GPTTrainer.test_run` does,
+and speaks a few sentences of the eval split with the run's reference clip and a fixed seed, so two
+evaluations differ only by the weights. The clips go to `run_dir/evals/step_<N>/<i>.wav` and are scored
+by `utils.quality.scoring`: CER/WER of a faster-whisper transcript, Resemblyzer similarity to the
+speaker's real clips, and the duration ratio to the real clip of the same text. The transcriber and the
+speaker encoder are loaded once per process, on the CPU, so the GPU stays with training.
+
+Nothing here can end a run: a missing Whisper model, a clip too short to embed, even a failed
+generation become None values with their reason in the record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from utils.audio.io import write_wav
+from utils.data.validation import DatasetReport
+from utils.text.frontend import TextFrontEnd
+
+log = logging.getLogger(__name__)
+
+EVALS_DIR = "evals"
+# GPT audio tokens per second of speech (22050 Hz / 1024-sample DVAE frames).
+TOKENS_PER_SECOND = 21.5
+# Without a cap, a clip may run to 1.5 times its real clip's length (and a little for very short ones).
+AUTO_CAP_FACTOR = 1.5
+AUTO_CAP_EXTRA_TOKENS = 20
+
+
+@dataclass(frozen=True)
+class EvalSentence:
+    """A held-out row to speak: its text as written (what transcripts are scored against), as the model reads
+    it (after the run's text front end), and the speaker's real clip of it."""
+
+    text: str
+    prepared: str
+    real_clip: str
+    seconds: float
+
+
+def pick_eval_sentences(report: DatasetReport, frontend: TextFrontEnd, count: int, seed: int) -> list[EvalSentence]:
+    """`count` rows of the eval split, drawn with `seed` (the same every evaluation and on resume); one pass
+    over the rows with a reservoir, so a huge eval split costs no memory."""
+    if count <= 0:
+        return []
+    rng = random.Random(seed)
+    chosen: list[tuple[int, Any, float]] = []
+    for seen, (row, duration) in enumerate(report.iter_usable("eval")):
+        if len(chosen) < count:
+            chosen.append((seen, row, duration))
+        elif (slot := rng.randrange(seen + 1)) < count:
+            chosen[slot] = (seen, row, duration)
+    chosen.sort(key=lambda item: item[0])  # file order: stable names 0.wav, 1.wav...
+    return [EvalSentence(row.text.strip(), frontend.apply(row.text.strip()), row.audio_location, duration)
+            for _, row, duration in chosen]  # fmt: skip
+
+
+@contextlib.contextmanager
+def speaking(xtts: Any) -> Iterator[Any]:
+    """The training Xtts, ready to generate: its GPT gets coqui's inference wrapper (sharing the weights) and
+    the model is in eval mode; afterwards the wrapper is removed, so checkpoints hold the same keys as before,
+    and the training mode is restored."""
+    was_training = xtts.training
+    gpt = xtts.gpt
+    gpt.init_gpt_for_inference(kv_cache=bool(getattr(xtts.args, "kv_cache", True)), use_deepspeed=False)
+    xtts.eval()
+    # Training keeps the HiFi-GAN decoder on the CPU (no step uses it): it joins the GPT to speak, then leaves.
+    decoder_device = next(xtts.hifigan_decoder.parameters()).device
+    xtts.hifigan_decoder.to(next(gpt.parameters()).device)
+    try:
+        yield xtts
+    finally:
+        xtts.hifigan_decoder.to(decoder_device)
+        for owner, name in ((gpt, "gpt_inference"), (gpt.gpt, "wte")):
+            if hasattr(owner, name):
+                delattr(owner, name)
+        xtts.train(was_training)
+
+
+def step_folder(run_dir: str | Path, step: int) -> Path:
+    return Path(run_dir) / EVALS_DIR / f"step_{step}"
+
+
+class QualityEvaluator:
+    """Speaks `sentences` with the training model and scores them (see the module docstring).
+
+    `whisper_model` is a faster-whisper size or a CTranslate2 folder (looked up in models/whisper/<name>/, or
+    downloaded when a network allows); `max_audio_tokens` caps each clip (0: 1.5 times its real clip)."""
+
+    def __init__(self, sentences: list[EvalSentence], run_dir: Path, reference_wav: Path, language: str, *,
+                 seed: int, whisper_model: str, max_audio_tokens: int = 0) -> None:  # fmt: skip
+        self.sentences = sentences
+        self.run_dir = Path(run_dir)
+        self.reference_wav = Path(reference_wav)
+        self.language = language
+        self.seed = seed
+        self.whisper_model = whisper_model
+        self.max_audio_tokens = max_audio_tokens
+        self._transcriber: Any = None
+        self._transcriber_reason: str | None = None
+
+    def transcriber(self) -> tuple[Any, str | None]:
+        """The process's Whisper model (loaded at the first evaluation), or None and why."""
+        if self._transcriber is None and self._transcriber_reason is None:
+            from utils.quality.asr import transcriber_or_reason
+
+            if not self.whisper_model.strip():
+                self._transcriber_reason = "no Whisper model named (whisper_model is empty)"
+            else:
+                self._transcriber, self._transcriber_reason = transcriber_or_reason(
+                    self.whisper_model, device="cpu", compute_type="int8")  # fmt: skip
+        return self._transcriber, self._transcriber_reason
+
+    def token_cap(self, sentence: EvalSentence) -> int:
+        if self.max_audio_tokens:
+            return self.max_audio_tokens
+        return math.ceil(sentence.seconds * TOKENS_PER_SECOND * AUTO_CAP_FACTOR) + AUTO_CAP_EXTRA_TOKENS
+
+    def speak(self, xtts: Any, folder: Path) -> list[Path]:
+        """Generate every sentence into `folder` (0.wav, 1.wav...) with the current weights."""
+        from utils.model.inference import conditioning_latents, generate_wav
+
+        rate = int(xtts.args.output_sample_rate)
+        files = []
+        with speaking(xtts) as model:
+            latent, speaker = conditioning_latents(model, self.reference_wav)
+            for index, sentence in enumerate(self.sentences):
+                wav = generate_wav(model, sentence.prepared, self.language, latent, speaker, seed=self.seed + index,
+                                   max_audio_tokens=self.token_cap(sentence))  # fmt: skip
+                files.append(write_wav(folder / f"{index}.wav", wav, rate))
+        return files
+
+    def evaluate(self, xtts: Any, step: int) -> dict[str, Any]:
+        """Speak and score the sentences at `step`; the fields of a "quality" record in metrics.jsonl
+        (files relative to the run folder). Never raises for a model or scoring problem: it says why."""
+        from utils.quality.scoring import score_clips
+
+        started = time.perf_counter()
+        folder = step_folder(self.run_dir, step)
+        texts = [s.text for s in self.sentences]
+        empty = {"files": [], "texts": texts, "cer": None, "wer": None, "similarity": None, "duration_ratio": None,
+                 "combined": None, "clips": []}  # fmt: skip
+        try:
+            files = self.speak(xtts, folder)
+        except Exception as exc:  # noqa: BLE001 - a failed generation is a missing score, not a failed run
+            log.warning("Quality evaluation at step %d: generation failed: %s", step, exc, exc_info=True)
+            return {**empty, "reasons": [f"generation failed: {type(exc).__name__}: {exc}"],
+                    "seconds": round(time.perf_counter() - started, 2)}  # fmt: skip
+        transcriber, why = self.transcriber()
+        report = score_clips(
+            [(f, s.text, s.real_clip) for f, s in zip(files, self.sentences, strict=True)], language=self.language,
+            reference_clips=[s.real_clip for s in self.sentences], transcriber=transcriber, no_transcriber_reason=why,
+        )  # fmt: skip
+        reasons = report.reasons
+        clips = [{**vars(c), "file": str(Path(c.file).relative_to(self.run_dir))} for c in report.clips]
+        return {**empty, **report.metrics(), "files": [c["file"] for c in clips], "clips": clips,
+                "reasons": reasons, "seconds": round(time.perf_counter() - started, 2)}  # fmt: skip

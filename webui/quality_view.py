@@ -1,0 +1,138 @@
+"""Measured quality as the page shows it (pure functions, no Gradio): the score table per evaluation, the run's
+best checkpoint, the clips of an evaluation as decoded audio, the dataset check table and its edits."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from utils.audio.io import AudioError, load_audio
+from utils.training.quality_eval import EVALS_DIR
+from utils.training.run_record import read_run
+
+SCORES = (("cer", "CER"), ("wer", "WER"), ("similarity", "similarity"), ("duration_ratio", "duration ratio"),
+          ("combined", "combined"))  # fmt: skip
+QUALITY_COLUMNS = ["step", *(label for _, label in SCORES), "best", "notes"]
+CHECK_COLUMNS = ["exclude", "text", "audio_file", "line", "CER", "transcript", "problems", "loudness LUFS", "SNR dB",
+                 "clipping %", "lead s", "trail s"]  # fmt: skip
+PLAYED_SECONDS = 15  # what a player gets of a clip
+
+
+def short_reason(reason: str) -> str:
+    """'cer: Whisper model 'small' is not available: download failed...' -> 'Whisper model 'small' is not available'."""
+    text = reason.split(":", 1)[1].strip() if ":" in reason else reason.strip()
+    return text.split(": ", 1)[0][:90]
+
+
+def _cell(value: float | None, name: str, reasons: list[str]) -> str:
+    if value is not None and math.isfinite(value):
+        return f"{value:.3f}"
+    if name == "combined":
+        return "— needs CER and similarity"
+    # The WER comes from the same transcript as the CER: the same reason.
+    why = next((r for r in reasons if r.startswith(f"{'cer' if name == 'wer' else name}:")), "")
+    return f"— {short_reason(why)}" if why else "—"
+
+
+def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per evaluation, newest first: the scores (an empty score says why), whether it became the best,
+    and the reasons in full."""
+    rows = []
+    for record in records:
+        if record.get("type") != "quality":
+            continue
+        reasons = list(record.get("reasons") or [])
+        rows.append({"step": int(record["step"]),
+                     **{label: _cell(record.get(key), key, reasons) for key, label in SCORES},
+                     "best": "★" if record.get("is_best") else "", "notes": "; ".join(reasons)})  # fmt: skip
+    return pd.DataFrame(rows[::-1], columns=QUALITY_COLUMNS)
+
+
+def best_markdown(run_dir: str | Path | None) -> str:
+    """The run's rule, its best checkpoint and why; the early stop when there was one."""
+    record = read_run(run_dir) if run_dir else {}
+    best, stop = record.get("best"), record.get("early_stop")
+    if not best:
+        rule = (record.get("arguments") or {}).get("best_by")
+        return f"**Best checkpoint** by {rule}: no evaluation yet." if rule else ""
+    value = best.get("value")
+    shown = f"{best['by']} {value:.4g}" if value is not None else f"{best['by']} (provisional)"
+    text = f"**Best checkpoint** by **{best['rule']}**: step {best['step']} ({shown}). {best.get('why', '')}"
+    return text + (f"\n\n⏹ {stop['message']}" if stop else "")
+
+
+def evaluation_clips(run_dir: str | Path, record: dict[str, Any], count: int) -> list[tuple[str, Any]]:
+    """(label, (rate, samples)) of the first `count` clips of a quality record. Only files inside the run's
+    evals/ folder are read (the record names them relative to the run folder); the page gets samples, never
+    a path."""
+    evals = (Path(run_dir) / EVALS_DIR).resolve()
+    clips = []
+    texts = record.get("texts") or []
+    for index, name in enumerate((record.get("files") or [])[:count]):
+        path = (Path(run_dir) / str(name)).resolve()
+        if evals not in path.parents:
+            continue
+        try:
+            wav, rate = load_audio(path, None, seconds=PLAYED_SECONDS)
+        except AudioError:
+            continue
+        text = texts[index] if index < len(texts) else ""
+        clips.append((f"step {record['step']} · {text[:70]}", (rate, wav)))
+    return clips
+
+
+def _number(value: float | None, scale: float = 1.0, digits: int = 1) -> float | None:
+    return None if value is None else round(value * scale, digits)
+
+
+def check_frame(check: Any) -> pd.DataFrame:
+    """The dataset check's flagged rows, worst first, as an editable table: tick `exclude`, edit `text`
+    (an empty table for None)."""
+    rows = []
+    for row in check.flagged if check is not None else []:
+        m = row.measures
+        rows.append({"exclude": False, "text": row.text, "audio_file": row.audio_file, "line": row.line,
+                     "CER": None if row.cer is None else round(row.cer, 3), "transcript": row.transcript or "",
+                     "problems": "; ".join(row.problems), "loudness LUFS": _number(m.loudness_lufs),
+                     "SNR dB": _number(m.snr_db), "clipping %": _number(m.clipping_ratio, 100, 3),
+                     "lead s": _number(m.leading_silence_s, digits=2),
+                     "trail s": _number(m.trailing_silence_s, digits=2)})  # fmt: skip
+    return pd.DataFrame(rows, columns=CHECK_COLUMNS)
+
+
+def edits_from_table(table: Any, originals: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+    """(exclude, corrections) for prepare_dataset from the edited check table: ticked rows are excluded, rows
+    whose text differs from the CSV's (`originals`, by audio_file) are corrected."""
+    if table is None or not originals:
+        return [], {}
+    frame = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
+    if frame.empty or "audio_file" not in frame:
+        return [], {}
+    exclude, corrections = [], {}
+    for _, row in frame.iterrows():
+        audio_file = str(row["audio_file"])
+        if audio_file not in originals:
+            continue  # not a row the check listed: ignore what the page sends
+        if _ticked(row.get("exclude")):
+            exclude.append(audio_file)
+        elif str(row.get("text", "")).strip() != originals[audio_file].strip():
+            corrections[audio_file] = str(row["text"]).strip()
+    return exclude, corrections
+
+
+def _ticked(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "x")
+    return bool(value) and not (isinstance(value, float) and math.isnan(value))
+
+
+def comparison_frame(comparison: Any) -> pd.DataFrame:
+    """The Test tab's two generations side by side: model, CER, WER, similarity, seconds, transcript, note."""
+    rows = []
+    for row in comparison.table():
+        rows.append({**row, **{k: None if row[k] is None else round(row[k], 3) for k in ("cer", "wer", "similarity")}})
+    return pd.DataFrame(rows, columns=["model", "cer", "wer", "similarity", "seconds", "transcript", "note"])
