@@ -19,7 +19,8 @@ pytestmark = pytest.mark.slow
 def test_auto_batch_size_is_planned_recorded_and_trained(tmp_path, tiny_base):
     csv_path = write_dataset(tmp_path / "data", n=8)
     result = train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out"), version="tiny", num_epochs=1,
-                       batch_size="auto", grad_acumm=1, enable_mixed_precision=False, num_workers=0)  # fmt: skip
+                       batch_size="auto", grad_acumm=1, enable_mixed_precision=False, num_workers=0,
+                       quality_eval=0)  # fmt: skip
     run = json.loads((Path(result.run_dir) / "run.json").read_text())
     batch = run["arguments"]["batch_size"]
     assert isinstance(batch, int) and batch == run["dataset"]["rows_train"] == 7
