@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from utils.constants import MAX_AUDIO_LENGTH
 from utils.model.ready import READY_DIR, REFERENCE_WAV
+from utils.training import distributed
 from utils.training.arguments import TrainArguments
 from utils.training.run import TrainingRun
 from utils.training.run_record import read_run
@@ -63,7 +64,11 @@ def train_gpt(
 
     Keyword options (defaults, bounds and help in `utils.training.arguments.TrainArguments`): learning_rate,
     lr_milestones, grad_clip, weight_decay, save_step, save_n_checkpoints, precision, resume_from,
-    num_workers, seed, run_name, models_dir, min_usable_rows, vocab_new_tokens, print_step.
+    num_workers, seed, run_name, models_dir, min_usable_rows, vocab_new_tokens, print_step, devices.
+
+    devices="0,1" (or "cpu,cpu") trains with one process per device (PyTorch DDP started by torchrun): one
+    run folder written by rank 0, the same callbacks, stop and resume; a rank that dies fails the run
+    with a RuntimeError naming it, the last checkpoint kept (see utils.training.launcher).
 
     progress_callback receives each record written to metrics.jsonl (train steps, evals, status).
     stop_event (an Event, or a callable returning True) ends the run at the next step boundary
@@ -76,6 +81,10 @@ def train_gpt(
     # The positional parameters are TrainArguments' first fields, in order (a test holds them together).
     call = locals()
     args = TrainArguments(**{name: call[name] for name in TrainArguments.positional_names()}, **options)
+    if args.devices and not distributed.in_process_group():
+        from utils.training.launcher import launch
+
+        return launch(args, progress_callback, stop_event)  # runs this function once per device
     output = TrainingRun(args, progress_callback, stop_event).execute()
     ready = output.ready_dir
     speakers = ready / "speakers_xtts.pth"
