@@ -2,9 +2,9 @@
 exactly as two GPUs are (only the device string and the back end differ), on the tiny model.
 
 Rank 1 writes nothing a test could read, so the runs set XTTS_DDP_TRACE: every rank appends, per step, the
-clips it trained on, its loss and a SHA-256 of its GPT weights. Four launches, one per entry point: the
+clips it trained on, its loss and a SHA-256 of its GPT weights. Five launches, across the entry points: the
 notebook call (stopped), the same run resumed and rank 1 killed, resumed from its mid-epoch checkpoint to
-the end through the web app's runner, and the CLI refusing an unusable dataset.
+the end through the web app's runner, the CLI refusing an unusable dataset, and the CLI killed with -9.
 """
 
 from __future__ import annotations
@@ -237,3 +237,32 @@ def test_the_cli_refuses_an_unusable_dataset_from_the_ranks(tmp_path, tiny_base)
     assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
     assert "error: The dataset cannot be used for training" in done.stderr
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.slow
+def test_a_killed_launcher_makes_the_ranks_stop_with_a_checkpoint(tmp_path, tiny_base):
+    """Launch 5: `kill -9` of the CLI (the launching process). Nobody follows the run any more, so the ranks stop
+    after the same step and rank 0 saves, exports and records it, as a stop request would."""
+    from utils.training.run_record import list_runs
+
+    csv_path = write_dataset(tmp_path / "data", n=14)
+    command = [sys.executable, "-m", "utils.cli", "train", "--version", "tiny", "--devices", "cpu,cpu", "--train-csv",
+               str(csv_path), "--output-path", str(tmp_path / "out"), "--num-epochs", "40", "--batch-size", "3",
+               "--grad-acumm", "1", "--save-step", "1000", "--no-enable-mixed-precision",
+               "--num-workers", "0"]  # fmt: skip
+    launcher = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 180
+    while not (runs := list_runs(tmp_path / "out")) or len(train_steps(read_jsonl(runs[0] / "metrics.jsonl"))) < 3:
+        assert launcher.poll() is None and time.time() < deadline, "the run did not reach 3 steps"
+        time.sleep(0.3)
+    ranks = [r["pid"] for r in read_run(runs[0])["distributed"]["ranks"]]
+    launcher.send_signal(signal.SIGKILL)
+    launcher.wait(30)
+    deadline = time.time() + 120
+    while any(psutil.pid_exists(pid) for pid in ranks):
+        assert time.time() < deadline, "the ranks outlived their launcher"
+        time.sleep(0.5)
+    run = read_run(runs[0])
+    assert run["status"] == "stopped" and not run.get("error"), run
+    assert torch.load(run["stop_checkpoint"], map_location="cpu", weights_only=True)["step"] + 1 == run["steps_done"]
+    assert (runs[0] / "ready" / "model.pth").is_file() and run["steps_done"] < 40 * 2

@@ -14,6 +14,7 @@ metrics records for the caller (events.jsonl), rank 0's result (result.json), a 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -37,6 +38,50 @@ def write_json_atomic(path: Path, data: Any) -> None:
     partial = path.with_name(path.name + ".part")
     partial.write_text(json.dumps(data), encoding="utf-8")
     os.replace(partial, path)
+
+
+class ConsoleOrNothing(io.TextIOBase):
+    """A console stream that becomes a sink when its pipe breaks: the launcher reads the ranks' output, and if
+    the launcher is gone the ranks stop and save on their own, which a failed print must not turn into a failure."""
+
+    def __init__(self, stream: io.TextIOBase) -> None:
+        self.stream = stream
+
+    def _lost(self) -> None:
+        self.stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._lost()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._lost()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.stream, "encoding", None) or "utf-8"
+
+    def __getattr__(self, name: str) -> Any:  # buffer, errors, ...: the stream's own
+        return getattr(self.stream, name)
+
+
+def _guard_console() -> None:
+    sys.stdout, sys.stderr = ConsoleOrNothing(sys.stdout), ConsoleOrNothing(sys.stderr)
 
 
 # --- the agent -----------------------------------------------------------------------------------------
@@ -134,6 +179,7 @@ def worker_main(control: Path) -> None:
 
 
 if __name__ == "__main__":
+    _guard_console()
     role, folder = sys.argv[1], Path(sys.argv[2])
     if role == "agent":
         sys.exit(agent_main(folder, int(sys.argv[3])))
