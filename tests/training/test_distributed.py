@@ -85,23 +85,25 @@ def test_missing_gpus_are_named_before_anything_starts(tmp_path, dataset_csv):
 # --- two CPU processes ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def stopped_run(tmp_path_factory, tiny_base):
-    """Launch 1, from a notebook: two ranks, stopped by the caller after 3 steps; read before later launches."""
+    """Launch 1, from a notebook in the dataset's parent folder (relative paths, as a notebook writes them): two
+    ranks, stopped by the caller after 3 steps; everything is read before later launches."""
     root = tmp_path_factory.mktemp("ddp")
     csv_path = write_dataset(root / "data", n=14)
     trace = root / "trace"
     os.environ[TRACE_ENV] = str(trace)
     seen: list[dict] = []
-    started = time.time()
+    here = os.getcwd()
+    os.chdir(root)
     try:
-        result = train_gpt(**COMMON, train_csv=str(csv_path), output_path=str(root / "out"),
-                           progress_callback=seen.append,
+        result = train_gpt(**COMMON, train_csv="data/metadata.csv", output_path="out", progress_callback=seen.append,
                            stop_event=lambda: len(train_steps(seen)) >= 3)  # fmt: skip
     finally:
+        os.chdir(here)
         del os.environ[TRACE_ENV]
-    run_dir = Path(result.run_dir)
+    run_dir = root / result.run_dir
     return {
-        "root": root, "csv": csv_path, "result": result, "seen": seen, "trace": read_trace(trace),
-        "run": read_run(run_dir), "metrics": read_jsonl(run_dir / "metrics.jsonl"), "seconds": time.time() - started,
+        "root": root, "csv": csv_path, "result": result, "run_dir": run_dir, "seen": seen, "trace": read_trace(trace),
+        "run": read_run(run_dir), "metrics": read_jsonl(run_dir / "metrics.jsonl"),
         "files": sorted(p.name for p in run_dir.iterdir()), "output": sorted(p.name for p in (root / "out").iterdir()),
     }  # fmt: skip
 
@@ -128,7 +130,7 @@ def test_both_ranks_train_their_own_shards_and_keep_identical_weights(stopped_ru
 @pytest.mark.slow
 def test_rank_zero_alone_writes_one_run_folder_with_every_ranks_share(stopped_run):
     run, files, trace = stopped_run["run"], stopped_run["files"], stopped_run["trace"]
-    assert stopped_run["output"] == [Path(stopped_run["result"].run_dir).name], "one run folder"
+    assert stopped_run["output"] == [stopped_run["run_dir"].name], "one run folder"
     assert "trainer_0_log.txt" in files and not any(f.startswith("trainer_1") for f in files)
     train = [r for r in stopped_run["metrics"] if r["type"] == "train"]
     assert [r["step"] for r in train] == list(range(1, len(train) + 1)), "one record per step: rank 1 wrote none"
@@ -151,19 +153,20 @@ def test_rank_zero_alone_writes_one_run_folder_with_every_ranks_share(stopped_ru
 @pytest.mark.slow
 def test_a_stop_ends_every_rank_after_the_same_step_with_a_checkpoint(stopped_run):
     result, trace = stopped_run["result"], stopped_run["trace"]
-    assert result.status == "stopped"
+    assert stopped_run["run"]["status"] == "stopped"
     last = trace[0][-1]["step"]
     assert trace[1][-1]["step"] == last < TOTAL_STEPS, "both ranks stopped after the same step, before the end"
-    stop_checkpoint = stopped_run["run"]["stop_checkpoint"]
-    assert Path(stop_checkpoint).name == f"checkpoint_{last}.pth", "named by the steps done"
+    root = stopped_run["root"]  # the paths are relative to the notebook's folder, as it gave them
+    stop_checkpoint = root / stopped_run["run"]["stop_checkpoint"]
+    assert stop_checkpoint.name == f"checkpoint_{last}.pth", "named by the steps done"
     assert torch.load(stop_checkpoint, map_location="cpu", weights_only=True)["step"] == last - 1
-    assert Path(result.checkpoint_path).is_file() and Path(result.ready_dir, "model.pth").is_file()
+    assert (root / result.checkpoint_path).is_file() and (root / result.ready_dir / "model.pth").is_file()
 
 
 @pytest.mark.slow
 def test_a_killed_rank_fails_the_run_cleanly_keeping_the_last_checkpoint(stopped_run, traced):
     """Launch 2: resumed from the notebook; rank 1 is killed after the periodic checkpoint of 6 steps."""
-    run_dir = Path(stopped_run["result"].run_dir)
+    run_dir = stopped_run["run_dir"]
     killed: list[int] = []
 
     def kill_rank_one(record: dict) -> None:
@@ -197,7 +200,7 @@ def test_the_web_runner_resumes_mid_epoch_to_the_end_with_memory_per_rank(stoppe
     from webui.run_view import memory_markdown
     from webui.runner import TrainingRunner
 
-    run_dir = Path(stopped_run["result"].run_dir)
+    run_dir = stopped_run["run_dir"]
     arguments = TrainArguments(**COMMON, train_csv=str(stopped_run["csv"]),
                                resume_from=str(run_dir / "checkpoint_3.pth"))  # fmt: skip
     runner = TrainingRunner(stopped_run["root"] / "out")

@@ -6,7 +6,7 @@
                                                            (NCCL on GPUs, gloo on CPUs), then train_gpt(...)
 
 CONTROL is a private folder of the launcher: the arguments (spec.json), the stop request (stop), rank 0's
-metrics records for the caller (events.jsonl), rank 0's result (result.json), a rank's ValueError
+run folder (run_dir.json: the launcher follows its metrics.jsonl), rank 0's result (result.json), a rank's ValueError
 (refused.json: a user mistake, raised again by the launcher) and the agent's account of a failure
 (failure.json). Only the standard library is imported at the top: a worker must hide the other GPUs
 (CUDA_VISIBLE_DEVICES) before torch is imported.
@@ -24,7 +24,7 @@ from typing import Any
 
 SPEC_FILE = "spec.json"  # {"arguments": train_gpt keywords, "devices": the device of each local rank}
 STOP_FILE = "stop"
-EVENTS_FILE = "events.jsonl"
+RUN_DIR_FILE = "run_dir.json"
 RESULT_FILE = "result.json"
 FAILURE_FILE = "failure.json"
 REFUSED_FILE = "refused.json"  # a rank's ValueError: the arguments or the dataset were refused
@@ -123,6 +123,19 @@ def _message(failure: Any) -> str:
 
 
 # --- a worker ------------------------------------------------------------------------------------------
+class AnnounceRunDir:
+    """Rank 0's progress callback: the first record names the run folder, which the launcher then follows."""
+
+    def __init__(self, control: Path) -> None:
+        self.path = control / RUN_DIR_FILE
+        self.announced = False
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        if not self.announced and record.get("run_dir"):
+            write_json_atomic(self.path, {"run_dir": record["run_dir"]})
+            self.announced = True
+
+
 class StopRequest:
     """A rank's stop check: the launcher asked (stop file), or the launcher is gone (nobody would follow the run)."""
 
@@ -156,15 +169,12 @@ def worker_main(control: Path) -> None:
             torch.cuda.set_device(0)
             dist.init_process_group("nccl", timeout=timeout, device_id=torch.device("cuda", 0))
         try:
-            from utils.files import append_jsonl
             from utils.gpt_train import train_gpt
             from utils.training.distributed import LAUNCHER_ENV
 
             stop = StopRequest(control, json.loads(os.environ[LAUNCHER_ENV]))
-            events = control / EVENTS_FILE  # rank 0's metrics records, which the launcher passes on
             try:
-                result = train_gpt(**spec["arguments"], stop_event=stop,
-                                   progress_callback=lambda record: append_jsonl(events, record))  # fmt: skip
+                result = train_gpt(**spec["arguments"], stop_event=stop, progress_callback=AnnounceRunDir(control))
             except ValueError as exc:  # a user mistake: one message for the caller, not a traceback per rank
                 write_json_atomic(control / REFUSED_FILE, {"rank": dist.get_rank(), "message": str(exc),
                                                            "error": f"failed: ValueError: {exc}",

@@ -51,12 +51,13 @@ def launch(args: TrainArguments, progress_callback: Any = None, stop_event: Any 
     try:
         ddp_worker.write_json_atomic(control / ddp_worker.SPEC_FILE,
                                      {"arguments": args.to_dict(), "devices": physical_gpu_ids(devices)})  # fmt: skip
+        # In this process's folder (relative paths mean the same to the ranks) and its own session (a terminal's
+        # Ctrl-C reaches this process only, which turns it into a stop).
         agent = subprocess.Popen(
             [sys.executable, "-m", "utils.training.ddp_worker", "agent", str(control), str(len(devices))],
-            cwd=_REPO_ROOT, env=_worker_env(devices), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True,  # a terminal's Ctrl-C reaches this process only, which turns it into a stop
+            env=_worker_env(devices), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
-        run = _RunFollower(control, progress_callback)
+        run = _RunFollower(control, progress_callback, args.resume_from)
         tail: deque[str] = deque(maxlen=60)
         echo = _echo_output(agent, tail)
         try:
@@ -154,21 +155,31 @@ def _end(agent: subprocess.Popen) -> None:
 
 
 class _RunFollower:
-    """Rank 0's metrics records (events.jsonl), passed to progress_callback; the status records name the run folder."""
+    """This call's records of rank 0's metrics.jsonl, passed to progress_callback, once rank 0 names its run folder
+    (a resumed run's file starts with the earlier sessions' records, which are skipped)."""
 
-    def __init__(self, control: Path, callback: Any) -> None:
-        self.events = JsonlFollower(control / ddp_worker.EVENTS_FILE)
+    def __init__(self, control: Path, callback: Any, resume_from: str) -> None:
+        self.announced = control / ddp_worker.RUN_DIR_FILE
         self.callback = callback
         self.run_dir: Path | None = None
+        self.metrics = JsonlFollower()
+        if resume_from:
+            folder = Path(resume_from).expanduser()
+            metrics = (folder.parent if folder.is_file() else folder) / METRICS_FILE
+            self.metrics.offset = metrics.stat().st_size if metrics.is_file() else 0
 
     def poll(self) -> None:
-        records = self.events.follow()
+        if self.run_dir is None:
+            where = read_json(self.announced)
+            if not where:
+                return
+            self.run_dir = Path(where["run_dir"])
+            self.metrics.path = self.run_dir / METRICS_FILE
+        records = self.metrics.follow()
         new = list(records)
         records.clear()  # the follower keeps its offset; a long run's records are not kept here
-        for record in new:
-            if record.get("run_dir"):
-                self.run_dir = Path(record["run_dir"])
-            if self.callback is not None:
+        if self.callback is not None:
+            for record in new:
                 self.callback(record)
 
 
