@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from utils.constants import MAX_AUDIO_LENGTH
 from utils.model.ready import READY_DIR, REFERENCE_WAV
+from utils.training import distributed
 from utils.training.arguments import TrainArguments
 from utils.training.run import TrainingRun
 from utils.training.run_record import read_run
@@ -64,9 +65,11 @@ def train_gpt(
 
     Keyword options (defaults, bounds and help in `utils.training.arguments.TrainArguments`): learning_rate,
     lr_milestones, grad_clip, weight_decay, save_step, save_n_checkpoints, precision, resume_from,
-    num_workers, seed, run_name, models_dir, min_usable_rows, vocab_new_tokens, print_step; measured quality:
-    quality_eval (sentences spoken and scored per evaluation, 0 = off), best_by (eval_loss | cer | similarity |
-    combined: which checkpoint ready/ holds), early_stop_patience, whisper_model, quality_max_audio_tokens.
+    if args.devices and not distributed.in_process_group():
+        from utils.training.launcher import launch
+
+        return launch(args, progress_callback, stop_event, audio_roots=audio_roots)  # this function once per device
+    output = TrainingRun(args, progress_callback, stop_event, audio_roots=audio_roots).execute()
 
     progress_callback receives each record written to metrics.jsonl (train steps, evals, status).
     stop_event (an Event, or a callable returning True) ends the run at the next step boundary
@@ -80,6 +83,10 @@ def train_gpt(
     # The positional parameters are TrainArguments' first fields, in order (a test holds them together).
     call = locals()
     args = TrainArguments(**{name: call[name] for name in TrainArguments.positional_names()}, **options)
+    if args.devices and not distributed.in_process_group():
+        from utils.training.launcher import launch
+
+        return launch(args, progress_callback, stop_event, audio_roots=audio_roots)  # this function once per device
     output = TrainingRun(args, progress_callback, stop_event, audio_roots=audio_roots).execute()
     ready = output.ready_dir
     speakers = ready / "speakers_xtts.pth"

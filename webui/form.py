@@ -35,15 +35,24 @@ def form_ids() -> list[str]:
 
 
 def to_display(name: str, value: Any) -> Any:
-    scale = TrainArguments.__dataclass_fields__[name].metadata["option"].ui.scale
-    return round(value / scale, 3) if scale != 1 and isinstance(value, (int, float)) else value
+    ui = TrainArguments.__dataclass_fields__[name].metadata["option"].ui
+    if ui.widget == "gpus":  # "0,1" -> ["0", "1"]; CPU processes are not offered by the form
+        return [entry for entry in str(value or "").split(",") if entry.strip().isdigit()]
+    return round(value / ui.scale, 3) if ui.scale != 1 and isinstance(value, (int, float)) else value
 
 
 def from_display(name: str, value: Any) -> Any:
-    scale = TrainArguments.__dataclass_fields__[name].metadata["option"].ui.scale
-    if scale == 1 or isinstance(value, bool) or not isinstance(value, (int, float)):
+    ui = TrainArguments.__dataclass_fields__[name].metadata["option"].ui
+    if ui.widget == "gpus" and isinstance(value, (list, tuple)):
+        return ",".join(sorted((str(v) for v in value), key=lambda v: (len(v), v)))
+    if ui.scale == 1 or isinstance(value, bool) or not isinstance(value, (int, float)):
         return value
-    return round(value * scale)
+    return round(value * ui.scale)
+
+
+def gpu_choices(device_count: int) -> list[tuple[str, str]]:
+    """(label, value) of each GPU for the GPU multi-select; it is shown only when there are two or more."""
+    return [(f"GPU {index}", str(index)) for index in range(device_count)]
 
 
 def form_values(arguments: TrainArguments | dict[str, Any]) -> dict[str, Any]:
@@ -90,10 +99,12 @@ def with_form_signature(handler: Callable[..., Any]) -> Callable[..., Any]:
     return handler
 
 
-def create_component(name: str, *, choices: Any = None, render: bool = False, elem_id: str | None = None) -> Any:
+def create_component(name: str, *, choices: Any = None, render: bool = False, elem_id: str | None = None,
+                     gpu_count: int | None = None) -> Any:  # fmt: skip
     """The Gradio component of one option, as its declaration says (label, bounds, help, widget).
     A dropdown's options come in `choices`; the clip slider stops at the default length (what XTTS
-    was trained with), while the API accepts up to the option's maximum."""
+    was trained with), while the API accepts up to the option's maximum. The GPU multi-select lists the
+    machine's GPUs (`gpu_count`, default: detected) and is hidden unless there are two or more."""
     import gradio as gr
 
     spec = TrainArguments.__dataclass_fields__[name].metadata["option"]
@@ -105,6 +116,12 @@ def create_component(name: str, *, choices: Any = None, render: bool = False, el
                            "number" if isinstance(default, (int, float)) else "textbox")  # fmt: skip
     if widget == "checkbox":
         return gr.Checkbox(**common)
+    if widget == "gpus":
+        if gpu_count is None:
+            from utils.device.gpu import detect_gpu
+
+            gpu_count = detect_gpu().device_count
+        return gr.CheckboxGroup(gpu_choices(gpu_count), **common, visible=gpu_count > 1)
     if widget == "radio":
         return gr.Radio(list(spec.choices or ()), **common)
     if widget == "dropdown":

@@ -128,6 +128,22 @@ _MEMORY_SERIES = {
 }
 
 
+# A multi-GPU run: each rank's series (the launching process itself holds no GPU memory).
+_RANK_SERIES = {"gpu_allocated_mb": "GPU allocated", "gpu_reserved_mb": "GPU reserved", "process_rss_mb": "RAM"}
+
+
+def _memory_points(sample: dict[str, Any]) -> list[tuple[str, float]]:
+    """(series, MB) of one memory sample: the training process's, or each rank's in a multi-GPU run."""
+    ranks = sample.get("ranks")
+    if not ranks:
+        return [(label, sample[key]) for key, label in _MEMORY_SERIES.items() if sample.get(key) is not None]
+    points = [(f"{_rank_label(r)} {label}", r[key]) for r in ranks for key, label in _RANK_SERIES.items()
+              if r.get(key) is not None]  # fmt: skip
+    if sample.get("ram_used_mb") is not None:
+        points.append(("system RAM used", sample["ram_used_mb"]))
+    return points
+
+
 def memory_frame(history: Iterable[dict[str, Any]]) -> pd.DataFrame:
     history = _thin(list(history))
     dtypes = {"seconds": "float64", "MB": "float64", "series": "object"}
@@ -135,12 +151,30 @@ def memory_frame(history: Iterable[dict[str, Any]]) -> pd.DataFrame:
         return _frame([], dtypes)
     start = history[0].get("time", 0.0)
     rows = [
-        {"seconds": round(sample.get("time", 0.0) - start, 1), "MB": sample[key], "series": label}
+        {"seconds": round(sample.get("time", 0.0) - start, 1), "MB": megabytes, "series": label}
         for sample in history
-        for key, label in _MEMORY_SERIES.items()
-        if sample.get(key) is not None
+        for label, megabytes in _memory_points(sample)
     ]
     return _frame(rows, dtypes)
+
+
+def _rank_label(rank: dict[str, Any]) -> str:
+    return f"rank {rank.get('rank')} ({rank.get('device', '?')})"
+
+
+def _gb(value: Any) -> str:
+    return "—" if value is None else f"{value / 1024:.2f} GB"
+
+
+def ranks_memory_markdown(ranks: list[dict[str, Any]]) -> str:
+    """One line per rank of a multi-GPU run: its GPU (allocated, reserved, peak at its last step, whole GPU) and RAM."""
+    lines = []
+    for rank in ranks:
+        gpu = (f"GPU allocated {_gb(rank.get('gpu_allocated_mb'))} · reserved {_gb(rank.get('gpu_reserved_mb'))} · "
+               f"peak {_gb(rank.get('gpu_peak_allocated_mb'))} · whole GPU used {_gb(rank.get('gpu_used_mb'))} of "
+               f"{_gb(rank.get('gpu_total_mb'))} · " if rank.get("gpu_total_mb") is not None else "")  # fmt: skip
+        lines.append(f"**{_rank_label(rank)}** {gpu}RAM {_gb(rank.get('process_rss_mb'))}")
+    return "  \n".join(lines)
 
 
 def memory_markdown(training: dict[str, Any] | None, app: dict[str, Any]) -> str:
@@ -150,6 +184,10 @@ def memory_markdown(training: dict[str, Any] | None, app: dict[str, Any]) -> str
         return "—" if value is None else f"{value / 1024:.2f} GB"
 
     source = training or app
+    if training and training.get("ranks"):
+        return (f"{ranks_memory_markdown(training['ranks'])}  \n**RAM** used {gb(app.get('ram_used_mb'))} of "
+                f"{gb(app.get('ram_total_mb'))} · swap {gb(app.get('swap_used_mb'))}  \n**Processes** launcher: "
+                f"{gb(training.get('process_rss_mb'))} · web app: {gb(app.get('process_rss_mb'))}")  # fmt: skip
     who = "training process" if training else "this app (no run active)"
     gpu = (
         f"**GPU** allocated {gb(source.get('gpu_allocated_mb'))} · reserved {gb(source.get('gpu_reserved_mb'))} · "

@@ -34,8 +34,9 @@ _FOLLOWED_FIELDS = ("type", "step", "epoch", "total_steps", "loss", "eval_loss",
                     "is_best", "best_step")  # fmt: skip
 
 
-def _report_memory(messages: Any, stop_event: Any, done: threading.Event) -> None:
-    """Every second: the child's memory to the parent; a parent that is gone stops the run (with a checkpoint)."""
+def _report_memory(messages: Any, stop_event: Any, done: threading.Event, ranks: list[dict[str, Any]]) -> None:
+    """Every second: the child's memory to the parent, with each rank's (GPU) memory at its last step in a
+    multi-GPU run; a parent that is gone stops the run (with a checkpoint)."""
     from utils.device.memory import get_memory_stats
 
     parent = os.getppid()
@@ -43,13 +44,16 @@ def _report_memory(messages: Any, stop_event: Any, done: threading.Event) -> Non
         if os.getppid() != parent:
             stop_event.set()
             return
+        sample = {"type": "memory", "time": time.time(), **get_memory_stats()}
+        if ranks:
+            sample["ranks"] = list(ranks)
         try:
             # Nobody polling (no page open): skip samples rather than fill the pipe, which
             # would keep this process from exiting until someone reads it.
             if messages.qsize() < MEMORY_BACKLOG:
-                messages.put({"type": "memory", "time": time.time(), **get_memory_stats()})
+                messages.put(sample)
         except NotImplementedError:  # qsize() on macOS
-            messages.put({"type": "memory", "time": time.time(), **get_memory_stats()})
+            messages.put(sample)
         except (OSError, ValueError):
             return
 
@@ -65,9 +69,12 @@ def _child_main(kwargs: dict[str, Any], stop_event: Any, messages: Any, log_path
     try:
         from utils.gpt_train import train_gpt
 
-        threading.Thread(target=_report_memory, args=(messages, stop_event, done), daemon=True).start()
+        ranks: list[dict[str, Any]] = []  # a multi-GPU run: each rank's memory at its last step
+        threading.Thread(target=_report_memory, args=(messages, stop_event, done, ranks), daemon=True).start()
 
         def forward(record: dict[str, Any]) -> None:
+            if record.get("ranks"):
+                ranks[:] = record["ranks"]
             if record.get("type") == "status":
                 messages.put({"type": "event", "record": record})
 

@@ -36,19 +36,36 @@ def _whole(value: Any, default: int = 1) -> int:
         return default
 
 
-def batch_markdown(train_rows: Any, batch_size: Any, grad_acumm: Any, num_epochs: Any) -> str:
+def batch_markdown(train_rows: Any, batch_size: Any, grad_acumm: Any, num_epochs: Any, devices: Any = None,
+                   learning_rate: float | None = None) -> str:  # fmt: skip
+    """The effective batch (clips per optimizer step, counting the GPUs' processes) and the steps it makes."""
     accumulation, epochs = _whole(grad_acumm), _whole(num_epochs)
     if str(batch_size).strip().lower() == "auto":
         return (f"**Effective batch** auto × {accumulation}: the largest batch that fits is chosen at Start "
                 "(see the memory plan below)")  # fmt: skip
     batch = _whole(batch_size)
-    effective = f"**Effective batch** {batch} × {accumulation} = {batch * accumulation} clips per optimizer step"
+    ranks = max(1, len(form.to_display("devices", devices) if isinstance(devices, str) else devices or []))
+    factors = f"{batch} × {accumulation}" + (f" × {ranks} GPUs" if ranks > 1 else "")
+    lines = [f"**Effective batch** {factors} = {batch * accumulation * ranks} clips per optimizer step"]
     if not train_rows:
-        return effective + " · check a dataset to see steps per epoch"
-    steps = math.ceil(int(train_rows) / batch)
-    updates = math.ceil(steps / accumulation)
-    return (f"{effective}  \n**{int(train_rows)} training clips** → {steps} steps and {updates} optimizer steps "
-            f"per epoch, {steps * epochs} steps in {epochs} epochs")  # fmt: skip
+        lines[0] += " · check a dataset to see steps per epoch"
+    else:
+        steps = math.ceil(math.ceil(int(train_rows) / ranks) / batch)  # each GPU's process takes its share
+        updates = math.ceil(steps / accumulation)
+        lines.append(f"**{int(train_rows)} training clips** → {steps} steps and {updates} optimizer steps per epoch, "
+                     f"{steps * epochs} steps in {epochs} epochs")  # fmt: skip
+    if ranks > 1:
+        lines.append(learning_rate_advice(ranks, learning_rate))
+    return "  \n".join(lines)
+
+
+def learning_rate_advice(ranks: int, learning_rate: float | None) -> str:
+    """How to scale the learning rate for `ranks` processes (AdamW: the square-root rule)."""
+    scaled = f" ({learning_rate:.2g} → {learning_rate * math.sqrt(ranks):.2g})" if learning_rate else ""
+    return (f"**Learning rate with {ranks} GPUs:** each optimizer step averages {ranks}× the clips and an epoch has "
+            f"{ranks}× fewer steps. Keep the rate and add epochs, or scale it by about √{ranks} = "
+            f"{math.sqrt(ranks):.2f}{scaled} for about the same progress per epoch (AdamW's square-root rule; the "
+            f"linear rule, ×{ranks}, comes from SGD and is usually too strong for fine-tuning).")  # fmt: skip
 
 
 def memory_plan_markdown(ctx: UIContext, values: dict[str, Any]) -> str:
@@ -197,7 +214,7 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
         gr.Markdown(f"**Detected:** {gpu.summary()}")
         _render_form(ctx)
         batch_info = gr.Markdown(batch_markdown(None, f("batch_size").value, f("grad_acumm").value,
-                                                f("num_epochs").value))  # fmt: skip
+                                                f("num_epochs").value, f("devices").value))  # fmt: skip
         with gr.Row():
             for name, spec in form.form_fields():
                 if spec.ui.group == SPEED:
@@ -252,7 +269,8 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
     toggles = [f("enable_grad_checkpoint"), f("enable_sdpa"), f("enable_mixed_precision"), f("precision")]
     for box in toggles:
         box.change(plan_markdown, toggles, plan, api_visibility="undocumented")
-    counts = [ctx["dataset.usable_train_rows"], f("batch_size"), f("grad_acumm"), f("num_epochs")]
+    counts = [ctx["dataset.usable_train_rows"], f("batch_size"), f("grad_acumm"), f("num_epochs"), f("devices"),
+              f("learning_rate")]  # fmt: skip
     for box in counts:
         box.change(batch_markdown, counts, batch_info, api_visibility="undocumented")
     f("resume_from").input(lambda run: form_for_run(ctx, run), f("resume_from"), components,

@@ -18,6 +18,7 @@ from typing import Any
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
 from utils.device.precision import PRECISIONS
 from utils.training.optimizations import OPTIMIZERS
+from utils.device.selection import parse_devices
 
 # The longest clip a run may ask for before the base model's own limit is known: 30 s.
 MAX_AUDIO_LENGTH_CEILING = 30 * XTTS_SAMPLE_RATE
@@ -34,7 +35,7 @@ class UI:
 
     label: str
     group: str
-    widget: str = ""  # number | slider | checkbox | radio | dropdown | textbox; empty: from the type
+    widget: str = ""  # number | slider | checkbox | radio | dropdown | textbox | gpus; empty: from the type
     name: str = ""  # defaults to the field name
     scale: float = 1.0  # the form shows value / scale (samples shown as seconds)
     step: float | None = None
@@ -94,8 +95,12 @@ class TrainArguments:
         False, "Amharic: convert text to IPA phonemes (rule-based G2P) in training and, automatically, inference.",
         ui=UI("Amharic G2P", DATA, info="language amh: train (and speak) on IPA phonemes"))
     # Keyword-only extras.
-    learning_rate: float = option(5e-6, "AdamW learning rate (XTTS fine-tuning uses ~5e-6).", minimum=0.0,
-                                  maximum=1e-2, ui=UI("Learning rate", SCHEDULE))
+    learning_rate: float = option(5e-6, "AdamW learning rate (XTTS fine-tuning uses ~5e-6). With N devices an "
+                                  "optimizer step averages N times the clips and an epoch has N times fewer steps: "
+                                  "keep the rate (and add epochs), or scale it by about sqrt(N) for about the same "
+                                  "progress per epoch (AdamW's square-root rule; the linear rule, x N, comes from SGD "
+                                  "and is usually too strong for fine-tuning).",
+                                  minimum=0.0, maximum=1e-2, ui=UI("Learning rate", SCHEDULE))
     lr_milestones: tuple[float, ...] = option(
         (0.5, 0.75), "Fractions of the run's optimizer steps at which the learning rate halves.", minimum=0.0,
         maximum=1.0)
@@ -152,6 +157,12 @@ class TrainArguments:
     quality_max_audio_tokens: int = option(
         0, "Longest scored clip in GPT audio tokens (~21.5 per second); 0 allows 1.5 times the real clip's length.",
         minimum=0, maximum=10_000)
+    devices: str = option(
+        "", "Train on several devices, one process each (PyTorch DDP started by torchrun): GPU numbers such as '0,1', "
+        "or 'cpu,cpu' to try it without a GPU; one GPU number trains on that GPU alone. Each process takes batch_size "
+        "clips per step: the effective batch is batch_size x grad_acumm x devices (see learning_rate for scaling the "
+        "rate). Empty: one process on the default device.",
+        ui=UI("GPUs (one training process each)", SPEED, "gpus", info="effective batch x number of GPUs"))
 
     def __post_init__(self) -> None:
         for spec in fields(self):
@@ -165,6 +176,7 @@ class TrainArguments:
         if not self.language.strip():
             raise ValueError("language is empty: give the dataset's language code, e.g. 'en'.")
         TextFrontEnd(self.language, self.use_amharic_g2p)  # G2P needs Amharic
+        object.__setattr__(self, "devices", ",".join(parse_devices(self.devices)))  # "cuda:0, cuda:1" -> "0,1"
         if self.custom_model and not Path(self.custom_model).expanduser().is_file():
             raise ValueError(f"custom_model not found: {self.custom_model}. Give the path of a model.pth, or '' "
                              "to start from the base model.")  # fmt: skip
@@ -173,6 +185,8 @@ class TrainArguments:
         if self.best_by != "eval_loss" and self.quality_eval == 0:
             raise ValueError(f"best_by={self.best_by!r} is measured on generated speech: set quality_eval to 1 or more "
                              "sentences, or use best_by='eval_loss'.")  # fmt: skip
+        if self.batch_size == "auto" and len(parse_devices(self.devices)) > 1 if self.devices else False:
+            raise ValueError("batch_size='auto' plans one device's memory: give a number with several devices.")
         if self.run_name and (not RUN_NAME_PATTERN.fullmatch(self.run_name) or ".." in self.run_name):
             raise ValueError(f"run_name {self.run_name[:100]!r} is not a name: use up to 80 letters, digits, '-', '_' "
                              "and '.', starting with a letter or digit (it names a folder, not a path).")  # fmt: skip

@@ -47,6 +47,8 @@ class MetricsLogger(BaseDashboardLogger):
         self.total_steps = total_steps
         self.on_event = on_event
         self.trainer: Any = None
+        # A multi-process run sets it: the fields every rank contributes to a step (averaged loss, memory per rank).
+        self.extra_step_fields: Callable[[], dict[str, Any]] | None = None
         self.last_train: dict[str, Any] | None = None
         self.nonfinite_streak = 0
         self._pending: dict[str, Any] | None = None
@@ -72,6 +74,8 @@ class MetricsLogger(BaseDashboardLogger):
             loader_time=round(loader_time, 4),
             samples_per_sec=round(self.batch_size / step_time, 3) if step_time > 0 else None,
         )
+        if self.extra_step_fields is not None:
+            pending.update(self.extra_step_fields())
         self._emit(pending)
         self.last_train = pending
 

@@ -48,7 +48,10 @@ from utils.training.run_record import (
 )
 from utils.training.auto_batch import plan_batch_size, probe_batch_size
 from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
+from utils.training import distributed
 from utils.training.checkpoints import newest_checkpoint
+from utils.training.data_parallel import join_training
+from utils.training.rank_run import train_beside_rank_zero
 from utils.training.setup import TrainingSetup, build_training_setup
 from utils.training.text_checks import text_check_options
 
@@ -98,6 +101,7 @@ class TrainingRun:
         self.clip_failures: list[str] = []
         self.batch_choice = ""
         self.choice: CheckpointChoice | None = None  # best checkpoint by the run's rule; early stopping
+        self.ranks: list[dict[str, Any]] = []  # the processes of the run: this one, or one per device
 
     # --- before any folder or model exists ------------------------------------------------------------
     def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
@@ -113,14 +117,17 @@ class TrainingRun:
 
     def execute(self) -> RunOutput:
         base, report = self.check_inputs()
+        self.ranks = distributed.describe_ranks()  # a collective: every rank of a multi-process run takes part
+        if not distributed.is_main_process():
+            return train_beside_rank_zero(self, base, report, self.ranks)
         auto_batch = self.args.batch_size == "auto"
         if auto_batch:
             batch, self.batch_choice = plan_batch_size(self.args, report.train_count)
             self.args = self.args.replace(batch_size=batch)
-        steps_per_epoch = max(1, math.ceil(report.train_count / self.args.batch_size))
+        steps_per_epoch = distributed.steps_per_epoch(report.train_count, self.args.batch_size)
         self.run_dir = self.resume_dir or create_run_dir(self.args.output_path, self.args.run_name or
                                                          f"{self.language}-{base.version}")  # fmt: skip
-        self.metrics = MetricsLogger(self.run_dir / METRICS_FILE, batch_size=self.args.batch_size,
+        self.metrics = MetricsLogger(self.run_dir / METRICS_FILE, batch_size=self.args.batch_size * len(self.ranks),
                                      steps_per_epoch=steps_per_epoch,
                                      total_steps=self.args.num_epochs * steps_per_epoch, on_event=self.progress)  # fmt: skip
         self._write_record(base, report)
@@ -142,6 +149,8 @@ class TrainingRun:
             print(f"\nRun folder: {self.run_dir}\n{self.setup.report.to_markdown()}\n{format_memory_stats()}\n",
                   flush=True)  # fmt: skip
             try:
+                distributed.share_run_dir(self.run_dir)  # the other ranks (if any) build their trainers now
+                join_training(self.setup.trainer, self.ranks)
                 self.setup.trainer.fit()
             finally:
                 self.clip_failures = list(self.setup.trainer.model.clip_failures)  # the model is released next
@@ -189,7 +198,8 @@ class TrainingRun:
             "device": {**gpu.to_dict(), "summary": gpu.summary()},
             "versions": library_versions(),
             "command": sys.argv[:1],
-            **process_identity(),
+            **(distributed.launcher_identity() or process_identity()),  # the process that called train_gpt
+            **distributed.run_fields(self.ranks),
             "dataset": {k: v for k, v in report.to_dict().items() if k != "problems"},
             **{key: previous.get(key) for key in ("last_checkpoint", "last_checkpoint_step", "best_checkpoint",
                                                   "best_checkpoint_step", "best", "early_stopping")},
@@ -206,7 +216,7 @@ class TrainingRun:
             steps_per_epoch=setup.steps_per_epoch,
             optimizer_steps_per_epoch=math.ceil(setup.steps_per_epoch / self.args.grad_acumm),
             total_steps=setup.total_steps,
-            effective_batch_size=self.args.batch_size * self.args.grad_acumm,
+            effective_batch_size=self.args.batch_size * self.args.grad_acumm * len(self.ranks),
             lr_milestones_optimizer_steps=setup.lr_milestones,
             vocab=setup.vocab_info,
         )
@@ -373,7 +383,9 @@ def torch_settings_restored() -> Iterator[None]:
     saved = (torch.get_num_threads(), torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
              torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.cudnn.enabled)  # fmt: skip
     # coqui's XTTS dataset module sets torch to one thread when imported; CPU training wants them all.
-    torch.set_num_threads(max(1, psutil.cpu_count(logical=False) or torch.get_num_threads()))
+    # The ranks of a multi-process run share this machine's cores.
+    cores = psutil.cpu_count(logical=False) or torch.get_num_threads() * distributed.local_world_size()
+    torch.set_num_threads(max(1, cores // distributed.local_world_size()))
     try:
         yield
     finally:

@@ -24,6 +24,7 @@ from utils.model.base_models import BaseModel
 from utils.model.checkpoints import loadable_checkpoint
 from utils.model.vocab import VOCAB_FILE, VocabChoice, prepare_vocab
 from utils.text.frontend import TextFrontEnd
+from utils.training import distributed
 from utils.training.arguments import TrainArguments
 from utils.training.checkpoints import CheckpointWriter
 from utils.training.metrics import MetricsLogger
@@ -107,7 +108,8 @@ def training_samples(report: DatasetReport, frontend: TextFrontEnd) -> Samples:
 def _num_workers(requested: int) -> int:
     if requested >= 0:
         return requested
-    return min(4, max(1, (os.cpu_count() or 2) // 2)) if detect_gpu().available else 0
+    cores = (os.cpu_count() or 2) // distributed.local_world_size()  # the ranks on this machine share its cores
+    return min(4, max(1, cores // 2)) if detect_gpu().available else 0
 
 
 def _gpt_args(args: TrainArguments, base: BaseModel, checkpoint: Path, base_config: dict[str, Any],
@@ -194,11 +196,12 @@ def build_trainer(args: TrainArguments, config: GPTTrainerConfig, model: Any, sa
                   on_checkpoint: Any = None) -> FineTuneTrainer:  # fmt: skip
     """coqui's Trainer in `run_dir`, reporting to `metrics`, stopping on request or on a diverged loss.
     `resume` is the run folder or the checkpoint in it to continue from (None for a new run)."""
-    if resume:
+    if resume and distributed.is_main_process():
         # The trainer reloads config.json from the run folder on resume: make it this call's config.
         write_json_atomic(run_dir / TRAINER_CONFIG_FILE, config.to_dict(), indent=4)
     trainer = FineTuneTrainer(
-        TrainerArgs(continue_path=str(run_dir) if resume else "", grad_accum_steps=args.grad_acumm),
+        TrainerArgs(continue_path=str(run_dir) if resume else "", grad_accum_steps=args.grad_acumm,
+                    rank=distributed.rank()),  # coqui saves and logs where rank == 0 only
         config, output_path=str(run_dir.parent), model=model, train_samples=samples.train,
         eval_samples=samples.eval, parse_command_line_args=False, should_stop=should_stop,
         run_dir=None if resume else run_dir, dashboard_logger=metrics,
@@ -229,7 +232,7 @@ def build_training_setup(
     texts = [s["text"] for s in samples.train + samples.eval]
     vocab = prepare_vocab(source.vocab, source.config, frontend.language, texts, run_dir.parent,
                           args.vocab_new_tokens, run_vocab=run_dir / VOCAB_FILE if resume else None)  # fmt: skip
-    steps_per_epoch = max(1, math.ceil(len(samples.train) / args.batch_size))
+    steps_per_epoch = distributed.steps_per_epoch(len(samples.train), args.batch_size)
     config, milestones = make_gpt_config(
         args, base, checkpoint=source.checkpoint, base_config=source.config,
         vocab_path=source.vocab,  # the checkpoint's shapes; adapt_model grows them to the run's vocab
@@ -239,7 +242,8 @@ def build_training_setup(
     model, optimizations = build_model(args, config, vocab)
     trainer = build_trainer(args, config, model, samples, run_dir, resume, metrics, should_stop, on_checkpoint)
     metrics.trainer = trainer
-    vocab.copy_into(run_dir)
+    if distributed.is_main_process():  # the only writer of the run folder
+        vocab.copy_into(run_dir)
     return TrainingSetup(
         trainer=trainer, metrics=metrics, report=optimizations, steps_per_epoch=steps_per_epoch,
         total_steps=args.num_epochs * steps_per_epoch, lr_milestones=milestones, inference_config=inference_config(source.config, vocab),

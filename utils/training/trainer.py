@@ -32,7 +32,9 @@ from trainer import Trainer
 from trainer.utils.distributed import is_dist_avail_and_initialized
 
 from utils.files import write_json_atomic
+from utils.training import distributed
 from utils.training.dataset import FAILURES_KEY, FineTuneXTTSDataset
+from utils.training.ddp_data import sharded_train_loader
 from utils.training.checkpoints import (
     BEST_MODEL_FILE,
     CheckpointWriter,
@@ -151,6 +153,8 @@ class FineTuneGPTTrainer(GPTTrainer):
                         verbose: bool = True) -> torch.utils.data.DataLoader:  # fmt: skip
         """coqui's loader, with the dataset that reports clips it cannot load, and the loader options wired:
         workers, pinned memory when a GPU takes the batches, workers kept alive across epochs."""
+        if not is_eval and distributed.is_distributed():
+            return sharded_train_loader(self, config, samples)  # each rank its own rows
         dataset = FineTuneXTTSDataset(self.config, samples, self.xtts.tokenizer, config.audio.sample_rate, is_eval)
         if is_dist_avail_and_initialized():
             torch.distributed.barrier()
@@ -208,7 +212,8 @@ def _built_once() -> Iterator[None]:
 
 
 def _copy_config_atomically(config: Any, out_path: Any, new_fields: dict[str, Any]) -> None:
-    write_json_atomic(Path(out_path) / "config.json", {**config.to_dict(), **new_fields}, indent=4)
+    if distributed.is_main_process():  # in a multi-process run, only rank 0 writes the run folder
+        write_json_atomic(Path(out_path) / "config.json", {**config.to_dict(), **new_fields}, indent=4)
 
 
 @contextlib.contextmanager
@@ -264,6 +269,14 @@ class FineTuneTrainer(Trainer):
             raise ValueError(f"{args.continue_path} holds no checkpoint to continue from.")
         args.restore_path = str(chosen)
         return config, {"restore_path": args.restore_path}
+
+    def _setup_logger_config(self, log_file: str) -> None:
+        if distributed.is_main_process():
+            super()._setup_logger_config(log_file)
+            return
+        # Another rank: no trainer_<rank>_log.txt in the run folder, and no console copy of rank 0's progress.
+        trainer_log = logging.getLogger("trainer")
+        trainer_log.handlers = [h for h in trainer_log.handlers if not isinstance(h, logging.StreamHandler)]
 
     def save_training_script(self) -> None:
         # The trainer copies sys.argv[0] into the run; in a notebook or the web UI that is the host's

@@ -1,0 +1,197 @@
+"""The processes of a multi-device run, below the launcher (`utils.training.launcher`):
+
+    python -m utils.training.ddp_worker agent CONTROL N    torchrun's elastic agent (torch.distributed.run),
+                                                           which starts N workers and records which one failed
+    python -m utils.training.ddp_worker worker CONTROL     one rank: pins its device, init_process_group
+                                                           (NCCL on GPUs, gloo on CPUs), then train_gpt(...)
+
+CONTROL is a private folder of the launcher: the arguments (spec.json), the stop request (stop), rank 0's
+run folder (run_dir.json: the launcher follows its metrics.jsonl), rank 0's result (result.json), a rank's ValueError
+(refused.json: a user mistake, raised again by the launcher) and the agent's account of a failure
+(failure.json). Only the standard library is imported at the top: a worker must hide the other GPUs
+(CUDA_VISIBLE_DEVICES) before torch is imported.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+SPEC_FILE = "spec.json"  # {"arguments": train_gpt keywords, "devices": the device of each local rank}
+STOP_FILE = "stop"
+RUN_DIR_FILE = "run_dir.json"
+RESULT_FILE = "result.json"
+FAILURE_FILE = "failure.json"
+REFUSED_FILE = "refused.json"  # a rank's ValueError: the arguments or the dataset were refused
+_REFUSED_EXIT = 2
+INIT_TIMEOUT_MINUTES = 30  # a rank > 0 waits in a collective while rank 0 loads the model and builds the vocab
+_PEER_LOST = ("DistBackendError", "Connection closed by peer", "Connection reset by peer", "Broken pipe", "NCCL",
+              "gloo")  # fmt: skip
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    partial = path.with_name(path.name + ".part")
+    partial.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(partial, path)
+
+
+class ConsoleOrNothing(io.TextIOBase):
+    """A console stream that becomes a sink when its pipe breaks: the launcher reads the ranks' output, and if
+    the launcher is gone the ranks stop and save on their own, which a failed print must not turn into a failure."""
+
+    def __init__(self, stream: io.TextIOBase) -> None:
+        self.stream = stream
+
+    def _lost(self) -> None:
+        self.stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._lost()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._lost()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.stream, "encoding", None) or "utf-8"
+
+    def __getattr__(self, name: str) -> Any:  # buffer, errors, ...: the stream's own
+        return getattr(self.stream, name)
+
+
+def _guard_console() -> None:
+    sys.stdout, sys.stderr = ConsoleOrNothing(sys.stdout), ConsoleOrNothing(sys.stderr)
+
+
+# --- the agent -----------------------------------------------------------------------------------------
+def agent_main(control: Path, nprocs: int) -> int:
+    """torchrun (`torch.distributed.run.run`); when ranks fail, failure.json names the one that caused it."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import get_args_parser, run
+
+    args = get_args_parser().parse_args(
+        ["--standalone", f"--nproc-per-node={nprocs}", "--module", "utils.training.ddp_worker", "worker", str(control)]
+    )
+    try:
+        run(args)
+        return 0
+    except ChildFailedError as exc:
+        rank, failure = min(exc.failures.items(), key=lambda item: (_cause_order(item[1]), item[1].timestamp, item[0]))
+        if failure.exitcode < 0:
+            error_type, error = "signal", f"was killed by {failure.signal_name()} (pid {failure.pid})."
+        else:
+            error_type, _, error = _message(failure).partition(": ")
+            error = f"failed: {error_type}: {error or '(no message)'}"
+        write_json_atomic(control / FAILURE_FILE, {"rank": rank, "exitcode": failure.exitcode, "error": error,
+                                                   "error_type": error_type})  # fmt: skip
+        return 1
+
+
+def _cause_order(failure: Any) -> int:
+    """Failures, cause first: when one rank dies the others fail on a broken connection, then the agent ends
+    the rest with SIGTERM; timestamps (whole seconds) often tie."""
+    if failure.exitcode < 0:
+        return 3 if failure.exitcode == -signal.SIGTERM else 0
+    return 2 if any(text in _message(failure) for text in _PEER_LOST) else 1
+
+
+def _message(failure: Any) -> str:
+    """'Type: text' of the exception a rank raised (torchrun's error file nests it in a dict)."""
+    message = failure.message
+    return str(message.get("message", message) if isinstance(message, dict) else message)
+
+
+# --- a worker ------------------------------------------------------------------------------------------
+class AnnounceRunDir:
+    """Rank 0's progress callback: the first record names the run folder, which the launcher then follows."""
+
+    def __init__(self, control: Path) -> None:
+        self.path = control / RUN_DIR_FILE
+        self.announced = False
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        if not self.announced and record.get("run_dir"):
+            write_json_atomic(self.path, {"run_dir": record["run_dir"]})
+            self.announced = True
+
+
+class StopRequest:
+    """A rank's stop check: the launcher asked (stop file), or the launcher is gone (nobody would follow the run)."""
+
+    def __init__(self, control: Path, launcher: dict[str, Any]) -> None:
+        self.path = control / STOP_FILE
+        self.launcher = launcher
+
+    def __call__(self) -> bool:
+        from utils.training.run_record import process_alive
+
+        return self.path.exists() or process_alive(self.launcher) is False
+
+
+def worker_main(control: Path) -> None:
+    spec = json.loads((control / SPEC_FILE).read_text(encoding="utf-8"))
+    device = spec["devices"][int(os.environ["LOCAL_RANK"])]
+    # Each rank sees only its own GPU (as cuda:0), so coqui's Trainer runs in its one-GPU mode.
+    os.environ["CUDA_VISIBLE_DEVICES"] = "" if device == "cpu" else device
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    @record  # an exception goes to torchrun's error file, which the agent reads
+    def train() -> None:
+        timeout = timedelta(minutes=INIT_TIMEOUT_MINUTES)
+        if device == "cpu":
+            dist.init_process_group("gloo", timeout=timeout)
+        else:
+            torch.cuda.set_device(0)
+            dist.init_process_group("nccl", timeout=timeout, device_id=torch.device("cuda", 0))
+        try:
+            from utils.gpt_train import train_gpt
+            from utils.training.distributed import LAUNCHER_ENV
+
+            stop = StopRequest(control, json.loads(os.environ[LAUNCHER_ENV]))
+            try:
+                result = train_gpt(**spec["arguments"], stop_event=stop, progress_callback=AnnounceRunDir(control),
+                                   audio_roots=spec.get("audio_roots"))
+            except ValueError as exc:  # a user mistake: one message for the caller, not a traceback per rank
+                write_json_atomic(control / REFUSED_FILE, {"rank": dist.get_rank(), "message": str(exc),
+                                                           "error": f"failed: ValueError: {exc}",
+                                                           "error_type": "ValueError"})  # fmt: skip
+                sys.exit(_REFUSED_EXIT)
+            if dist.get_rank() == 0:
+                write_json_atomic(control / RESULT_FILE, result._asdict())
+        finally:
+            dist.destroy_process_group()
+
+    train()
+
+
+if __name__ == "__main__":
+    _guard_console()
+    role, folder = sys.argv[1], Path(sys.argv[2])
+    if role == "agent":
+        sys.exit(agent_main(folder, int(sys.argv[3])))
+    worker_main(folder)

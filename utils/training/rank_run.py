@@ -1,0 +1,52 @@
+"""A rank other than 0 of a multi-process run: it trains in step with rank 0 and writes nothing.
+
+Rank 0 validates, creates the run folder, writes its record and files and builds its trainer; then it
+sends the folder (`distributed.share_run_dir`). Only then does a rank > 0 build its own trainer in that
+folder, so every file it reads (config, vocab, a converted base model, the checkpoint to resume) exists.
+Its trainer saves nothing (coqui's and our saves are gated on rank 0), its metrics logger writes nothing,
+and coqui's per-rank log file and config copy are left out (utils.training.trainer).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from utils.model.ready import READY_DIR
+from utils.training import distributed
+from utils.training.data_parallel import join_training
+from utils.training.metrics import MetricsLogger
+from utils.training.run_record import METRICS_FILE
+from utils.training.setup import build_training_setup
+
+if TYPE_CHECKING:
+    from utils.data.validation import DatasetReport
+    from utils.model.base_models import BaseModel
+    from utils.training.run import RunOutput, TrainingRun
+
+
+class SilentMetrics(MetricsLogger):
+    """The metrics logger of a rank > 0: it keeps count like rank 0's, and writes nothing."""
+
+    def _emit(self, record: dict[str, Any]) -> None:
+        return
+
+
+def train_beside_rank_zero(run: TrainingRun, base: BaseModel, report: DatasetReport,
+                           ranks: list[dict[str, Any]]) -> RunOutput:  # fmt: skip
+    """Train as a rank > 0 of `run` (after `describe_ranks`); returns where rank 0 writes the voice."""
+    from utils.training.run import RunOutput, torch_settings_restored  # run.py imports this module
+
+    run_dir = distributed.share_run_dir(None)
+    steps = distributed.steps_per_epoch(report.train_count, run.args.batch_size)
+    metrics = SilentMetrics(run_dir / METRICS_FILE, batch_size=run.args.batch_size, steps_per_epoch=steps,
+                            total_steps=run.args.num_epochs * steps)  # fmt: skip
+    with torch_settings_restored():
+        setup = build_training_setup(run.args, base, report, run.frontend, run_dir, metrics,
+                                     should_stop=run.should_stop, resume=run.resume_point)  # fmt: skip
+        try:
+            join_training(setup.trainer, ranks)
+            setup.trainer.fit()
+        finally:
+            setup.release()
+    return RunOutput(run_dir, run_dir / READY_DIR, Path())
