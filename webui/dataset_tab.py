@@ -202,7 +202,8 @@ def prepare_handler(
 
 
 def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, speaker, progress=gr.Progress()):
-    from utils.data.transcription import FasterWhisperTranscriber, TranscriberUnavailable, transcribe_recordings
+    from utils.data.recordings import transcribe_recordings
+    from utils.data.transcription import FasterWhisperTranscriber, TranscriberUnavailable
 
     try:
         paths = [str(ctx.roots.dataset_file(_path_of(f, ""), "recording")) for f in (recordings or [])]

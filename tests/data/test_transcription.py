@@ -1,4 +1,4 @@
-"""Tests for utils.data.transcription: sentences, clip building, and the recordings -> dataset pipeline.
+"""Tests for utils.data transcription, sentences, clips and recordings: the recordings -> dataset pipeline.
 
 The speech recogniser is replaced by FakeTranscriber, which "hears" synthetic words: each word
 is a tone burst with its own frequency, and the fake finds bursts and names them by frequency.
@@ -13,19 +13,16 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from utils.data.clips import Clip, segments_to_clips
+from utils.data.recordings import transcribe_recordings
+from utils.data.sentences import ends_sentence, join_words, split_sentences
 from utils.data.transcription import (
     DEFAULT_LOCAL_MODELS_DIR,
-    Clip,
     FasterWhisperTranscriber,
     Transcriber,
     TranscriberUnavailable,
     TranscriptionResult,
     Word,
-    ends_sentence,
-    join_words,
-    segments_to_clips,
-    split_sentences,
-    transcribe_recordings,
 )
 
 # --------------------------------------------------------------------------------------------

@@ -105,3 +105,9 @@ def undecodable_reason(number: int, raw: bytes, encoding: str) -> str:
 
 def strip_line_ending(text: str) -> str:
     return text.rstrip("\r\n")
+
+
+def coqui_field(text: str) -> str:
+    """A field as a pipe-separated coqui row can hold it: no "|" (it separates columns) and no line break
+    (it would split the row); whitespace runs become one space."""
+    return " ".join(text.replace("|", " ").split())

@@ -32,6 +32,7 @@ import numpy as np
 
 from utils.audio.io import AudioError, peak_normalise, read_mono, resample, write_wav
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
+from utils.data.csv_text import coqui_field
 from utils.data.csv_reader import CsvLayout, CsvRow, iter_rows
 from utils.data.validation import DatasetReport, check_options, validate_dataset
 from utils.files import append_jsonl, write_text_atomic
@@ -87,11 +88,6 @@ def _clip_name(source: Path, digest: str) -> str:
 def _digests_in(rows: list[str]) -> set[str]:
     """The audio digests in the names of rows written earlier (names from older versions have none)."""
     return {m.group(1) for row in rows if (m := _DIGEST_IN_NAME.search(row.split("|", 1)[0]))}
-
-
-def _clean_field(value: str) -> str:
-    # The output is pipe-separated, one row per line.
-    return value.replace("|", " ").replace("\n", " ").replace("\r", " ").strip()
 
 
 def _read_prepared(path: Path) -> list[str]:
@@ -158,7 +154,7 @@ def _copy_row(row: CsvRow, split: str, out: Path, copy: _Copy) -> None:
     if digest in copy.existing:
         copy.skipped += 1
         if copy.existing[digest] == "" and text is not None:
-            copy.edits.retext[digest] = _clean_field(text)
+            copy.edits.retext[digest] = coqui_field(text)
         elif copy.existing[digest] != "":
             copy.repeated.append(f"line {row.line} ({row.audio_file}) = {copy.existing[digest]}")
         return
@@ -168,8 +164,8 @@ def _copy_row(row: CsvRow, split: str, out: Path, copy: _Copy) -> None:
         copy.scaled.append(f"line {row.line} ({row.audio_file}, peak {0.99 / gain:.2f})")
     name = _clip_name(row.audio_path, digest)
     write_wav(out / name, wav, XTTS_SAMPLE_RATE)
-    text = _clean_field(row.text if text is None else text)
-    copy.rows.append((split, f"{name}|{text}|{_clean_field(row.speaker_name) or 'speaker'}"))
+    text = coqui_field(row.text if text is None else text)
+    copy.rows.append((split, f"{name}|{text}|{coqui_field(row.speaker_name) or 'speaker'}"))
 
 
 def _edited(rows: list[str], edits: _Edits) -> list[str]:
@@ -241,10 +237,10 @@ def _checked_edits(exclude: Iterable[str], corrections: Mapping[str, str] | None
     for key, text in corrections.items():
         if not isinstance(text, str):
             raise ValueError(f"The correction for {key} must be text; got {text!r}.")
-        errors = [reason for severity, reason in checker.check(_clean_field(text)) if severity == "error"]
+        errors = [reason for severity, reason in checker.check(coqui_field(text)) if severity == "error"]
         if errors:
             raise ValueError(f"The correction for {key} cannot be used: {errors[0]}")
-    return _Edits(exclude, {key: _clean_field(text) for key, text in corrections.items()})
+    return _Edits(exclude, {key: coqui_field(text) for key, text in corrections.items()})
 
 
 def _check_edit_rows(edits: _Edits, usable: list[tuple[CsvRow, str]], report: DatasetReport,

@@ -16,12 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from utils.data.transcription import (
-    FasterWhisperTranscriber,
-    Transcriber,
-    TranscriberUnavailable,
-    join_words,
-)
+from utils.data.sentences import join_words
+from utils.data.transcription import FasterWhisperTranscriber, Transcriber, TranscriberUnavailable
 
 __all__ = [
     "TranscriberUnavailable",

@@ -25,7 +25,7 @@ from typing import Sequence
 
 import jiwer
 
-from utils.data.transcription import _no_space_char
+from utils.data.sentences import _no_space_char
 
 _APOSTROPHES = "'’ʼ`´"
 _AMHARIC_CODES = ("amh", "am")
