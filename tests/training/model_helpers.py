@@ -9,7 +9,7 @@ import torch
 
 from utils.training.arguments import TrainArguments
 from utils.training.setup import make_gpt_config
-from utils.training.trainer import FineTuneGPTTrainer
+from utils.training.gpt_model import FineTuneGPTTrainer
 
 
 def build_model(base, tmp_path: Path, checkpoint: Path | None = None):

@@ -123,7 +123,7 @@ def test_a_full_disk_during_a_checkpoint_write_keeps_the_last_good_one(tmp_path,
 
 
 def test_a_nan_loss_never_saves_a_non_finite_model_nor_drops_the_last_finite_one(tmp_path, tiny_base, monkeypatch):
-    from utils.training.trainer import FineTuneGPTTrainer
+    from utils.training.gpt_model import FineTuneGPTTrainer
 
     csv_path = write_dataset(tmp_path / "data", n=14)
     common = dict(num_epochs=4, batch_size=2, grad_acumm=1, save_step=2, save_n_checkpoints=1)

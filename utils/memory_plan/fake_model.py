@@ -82,7 +82,7 @@ def _placeholder_files() -> Iterator[dict[str, str]]:
 def build_fake_model(arch: Architecture, max_audio_length: int, optimizer_params: dict[str, Any],
                      fake_mode: Any) -> tuple[Any, Any]:  # fmt: skip
     """(model, config): our FineTuneGPTTrainer with fake parameters, in training mode as the trainer sets it."""
-    from utils.training.trainer import FineTuneGPTTrainer
+    from utils.training.gpt_model import FineTuneGPTTrainer
 
     with _placeholder_files() as files:
         config = gpt_config(arch, max_audio_length, files, optimizer_params)

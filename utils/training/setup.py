@@ -30,7 +30,8 @@ from utils.training.checkpoints import CheckpointWriter
 from utils.training.metrics import MetricsLogger
 from utils.training.optimizations import OptimizationReport, TrainingOptimizer
 from utils.training.run_record import TRAINER_CONFIG_FILE
-from utils.training.trainer import DivergenceGuard, FineTuneGPTTrainer, FineTuneTrainer
+from utils.training.gpt_model import FineTuneGPTTrainer
+from utils.training.trainer import DivergenceGuard, FineTuneTrainer
 
 # Steps in a row with a NaN/inf loss before the run is declared diverged (FP16 skips a few by design).
 NONFINITE_STEPS_LIMIT = 5
