@@ -41,6 +41,10 @@ class UIContext:
     def __getitem__(self, key: str) -> Any:
         return self.components[key]
 
+    def form_component(self, field_id: str) -> Any:
+        """The Fine-tune form's component for a field id (see webui.form)."""
+        return self.components[f"form.{field_id}"]
+
     def get_list(self, *keys: str) -> list[Any]:
         return [self.components[key] for key in keys]
 

@@ -225,88 +225,119 @@ def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, spea
     return str(csv_path)
 
 
+def _sources_section() -> dict[str, Any]:
+    """Where the dataset comes from: a CSV (uploaded or typed), a zip, or long recordings."""
+    gr.Markdown(
+        "Give a metadata CSV (`audio_file|text|speaker_name`; comma, tab and LJSpeech layouts are detected) "
+        "with audio paths relative to the CSV or absolute, **or** a zip of audio plus its CSV, **or** long "
+        "recordings to cut and transcribe. Nothing you give is modified."
+    )
+    ui: dict[str, Any] = {}
+    with gr.Row():
+        with gr.Column():
+            ui["train_upload"] = gr.File(label="Train CSV (upload)", file_types=[".csv", ".txt"], type="filepath")
+            ui["train_path"] = gr.Textbox(label="…or train CSV path on this machine",
+                                          placeholder="/data/voice/metadata.csv")  # fmt: skip
+        with gr.Column():
+            ui["eval_upload"] = gr.File(label="Eval CSV (optional)", file_types=[".csv", ".txt"], type="filepath")
+            ui["eval_path"] = gr.Textbox(label="…or eval CSV path",
+                                         placeholder="empty: 15% of the train rows are held out")  # fmt: skip
+    with gr.Row():
+        ui["language"] = form.create_component("language", choices=list(LANGUAGE_CHOICES), render=True,
+                                               elem_id="dataset-language")  # fmt: skip
+        ui["max_seconds"] = form.create_component("max_audio_length", render=True, elem_id="dataset-max-seconds")
+        ui["validate"] = gr.Button("Check dataset", variant="primary")
+    with gr.Accordion("Upload a zip (audio + metadata CSV)", open=False):
+        ui["zip_upload"] = gr.File(label="Dataset zip", file_types=[".zip"], type="filepath")
+        ui["zip_button"] = gr.Button("Extract and check")
+    with gr.Accordion("Long recordings: cut on silence and transcribe (faster-whisper)", open=False):
+        ui["recordings"] = gr.File(label="Recordings", file_count="multiple", file_types=["audio"], type="filepath")
+        with gr.Row():
+            ui["whisper_model"] = gr.Textbox(value="large-v3", label="Whisper model (name, or a local folder)")
+            ui["speaker"] = gr.Textbox(value="speaker", label="Speaker name")
+            ui["transcribe"] = gr.Button("Transcribe")
+    ui["summary"] = gr.Markdown()
+    return ui
+
+
+def _check_section() -> dict[str, Any]:
+    """Transcripts and audio checked clip by clip; rows to exclude or correct."""
+    ui: dict[str, Any] = {}
+    with gr.Accordion("Check transcripts and audio (transcribe each row, measure loudness, clipping, noise, "
+                      "silences)", open=False):  # fmt: skip
+        with gr.Row():
+            ui["check_whisper"] = gr.Textbox("large-v3", label="Whisper model (name, or a folder under models/whisper)")
+            ui["threshold"] = gr.Slider(0.05, 1.0, value=0.3, step=0.05, label="Flag a transcript over this CER")
+            ui["check"] = gr.Button("Check transcripts and audio")
+        ui["check_summary"] = gr.Markdown(elem_id="dataset-check-summary")
+        ui["check_table"] = gr.Dataframe(
+            headers=quality_view.CHECK_COLUMNS, label="Flagged rows, worst first", interactive=True, wrap=True,
+            max_height=360, static_columns=list(range(2, 12)),
+            datatype=["bool", "str", "str", "number", "number", "str", "str", "number", "number", "number", "number",
+                      "number"])  # fmt: skip
+        ui["check_originals"] = gr.State({})
+        with gr.Row():
+            ui["check_players"] = [gr.Audio(visible=False, interactive=False) for _ in range(CHECK_PLAYERS)]
+    return ui
+
+
+def _report_section() -> dict[str, Any]:
+    """The verdict's details, a preview with players, and Prepare."""
+    ui: dict[str, Any] = {}
+    with gr.Row():
+        ui["histogram"] = gr.BarPlot(x="seconds", y="clips", label="Clip durations", height=220,
+                                     sort=histogram_labels(list(HISTOGRAM_EDGES)))  # fmt: skip
+    ui["problems"] = gr.Dataframe(headers=PROBLEM_COLUMNS, label="Problems (row by row)", wrap=True, max_height=320)
+    ui["preview"] = gr.Dataframe(label="Preview", wrap=True, max_height=260)
+    with gr.Row():
+        ui["players"] = [gr.Audio(visible=False, interactive=False) for _ in range(PREVIEW_PLAYERS)]
+    with gr.Row():
+        ui["prepared_name"] = gr.Textbox(label="Prepared dataset name",
+                                         placeholder="empty: a new dataset; an earlier name: add to it")  # fmt: skip
+        ui["prepare"] = gr.Button("Prepare dataset (22.05 kHz copy + train/eval split)")
+    ui["prepared_summary"] = gr.Markdown()
+    return ui
+
+
 def create_dataset_tab(ctx: UIContext) -> dict[str, Any]:
     with gr.Tab("1. Dataset", id="dataset"):
-        gr.Markdown(
-            "Give a metadata CSV (`audio_file|text|speaker_name`; comma, tab and LJSpeech layouts are detected) "
-            "with audio paths relative to the CSV or absolute, **or** a zip of audio plus its CSV, **or** long "
-            "recordings to cut and transcribe. Nothing you give is modified."
-        )
-        with gr.Row():
-            with gr.Column():
-                train_upload = gr.File(label="Train CSV (upload)", file_types=[".csv", ".txt"], type="filepath")
-                train_path = gr.Textbox(label="…or train CSV path on this machine", placeholder="/data/voice/metadata.csv")
-            with gr.Column():
-                eval_upload = gr.File(label="Eval CSV (optional)", file_types=[".csv", ".txt"], type="filepath")
-                eval_path = gr.Textbox(label="…or eval CSV path", placeholder="empty: 15% of the train rows are held out")
-        with gr.Row():
-            language = form.create_component("language", choices=list(LANGUAGE_CHOICES), render=True,
-                                             elem_id="dataset-language")
-            max_seconds = form.create_component("max_audio_length", render=True, elem_id="dataset-max-seconds")
-            validate = gr.Button("Check dataset", variant="primary")
-        with gr.Accordion("Upload a zip (audio + metadata CSV)", open=False):
-            zip_upload = gr.File(label="Dataset zip", file_types=[".zip"], type="filepath")
-            zip_button = gr.Button("Extract and check")
-        with gr.Accordion("Long recordings: cut on silence and transcribe (faster-whisper)", open=False):
-            recordings = gr.File(label="Recordings", file_count="multiple", file_types=["audio"], type="filepath")
-            with gr.Row():
-                whisper_model = gr.Textbox(value="large-v3", label="Whisper model (name, or a local folder)")
-                speaker = gr.Textbox(value="speaker", label="Speaker name")
-                transcribe = gr.Button("Transcribe")
-        summary = gr.Markdown()
-        with gr.Accordion("Check transcripts and audio (transcribe each row, measure loudness, clipping, noise, "
-                          "silences)", open=False):  # fmt: skip
-            with gr.Row():
-                check_whisper = gr.Textbox("large-v3", label="Whisper model (name, or a folder under models/whisper)")
-                threshold = gr.Slider(0.05, 1.0, value=0.3, step=0.05, label="Flag a transcript over this CER")
-                check = gr.Button("Check transcripts and audio")
-            check_summary = gr.Markdown(elem_id="dataset-check-summary")
-            check_table = gr.Dataframe(headers=quality_view.CHECK_COLUMNS, label="Flagged rows, worst first",
-                                       interactive=True, wrap=True, max_height=360, static_columns=list(range(2, 12)),
-                                       datatype=["bool", "str", "str", "number", "number", "str", "str", "number",
-                                                 "number", "number", "number", "number"])  # fmt: skip
-            check_originals = gr.State({})
-            with gr.Row():
-                check_players = [gr.Audio(visible=False, interactive=False) for _ in range(CHECK_PLAYERS)]
-        with gr.Row():
-            histogram = gr.BarPlot(x="seconds", y="clips", label="Clip durations", height=220,
-                                     sort=histogram_labels(list(HISTOGRAM_EDGES)))  # fmt: skip
-        problems = gr.Dataframe(headers=PROBLEM_COLUMNS, label="Problems (row by row)", wrap=True, max_height=320)
-        preview = gr.Dataframe(label="Preview", wrap=True, max_height=260)
-        with gr.Row():
-            players = [gr.Audio(visible=False, interactive=False) for _ in range(PREVIEW_PLAYERS)]
-        with gr.Row():
-            prepared_name = gr.Textbox(label="Prepared dataset name",
-                                       placeholder="empty: a new dataset; an earlier name: add to it")  # fmt: skip
-            prepare = gr.Button("Prepare dataset (22.05 kHz copy + train/eval split)")
-        prepared_summary = gr.Markdown()
+        ui = {**_sources_section(), **_check_section(), **_report_section()}
+    _wire_checks(ctx, ui)
+    _wire_preparation(ctx, ui)
+    return ctx.register("dataset", {"language": ui["language"], "summary": ui["summary"]})
 
+
+def _wire_checks(ctx: UIContext, ui: dict[str, Any]) -> None:
     train_csv, eval_csv, run_language, version, g2p, usable_rows = ctx.get_list(
         "form.train_csv", "form.eval_csv", "form.language", "form.version", "form.use_amharic_g2p",
         "dataset.usable_train_rows")  # fmt: skip
-    outputs = [summary, problems, histogram, preview, *players, train_csv, eval_csv, run_language, usable_rows]
-    validate.click(functools.partial(validate_handler, ctx),
-                   [train_upload, train_path, eval_upload, eval_path, language, max_seconds, version, g2p], outputs,
-                   api_name="validate_dataset")  # fmt: skip
-    zip_button.click(functools.partial(zip_handler, ctx), [zip_upload, language, max_seconds, version, g2p], outputs,
-                     api_name="upload_zip")  # fmt: skip
-    transcribe.click(
-        functools.partial(transcribe_handler, ctx), [recordings, whisper_model, language, speaker], train_path,
-        api_name="transcribe_recordings", concurrency_id=GPU_QUEUE, concurrency_limit=1,
-    ).success(
-        functools.partial(validate_handler, ctx, None),
-        [train_path, eval_upload, eval_path, language, max_seconds, version, g2p], outputs, api_visibility="undocumented",
-    )  # fmt: skip
-    check.click(functools.partial(check_handler, ctx),
-                [train_csv, eval_csv, language, max_seconds, check_whisper, threshold],
-                [check_summary, check_table, check_originals, *check_players], api_name="check_dataset",
-                concurrency_id=GPU_QUEUE, concurrency_limit=1)  # fmt: skip
+    language, max_seconds = ui["language"], ui["max_seconds"]
+    outputs = [ui["summary"], ui["problems"], ui["histogram"], ui["preview"], *ui["players"], train_csv, eval_csv,
+               run_language, usable_rows]  # fmt: skip
+    typed = [ui["train_path"], ui["eval_upload"], ui["eval_path"], language, max_seconds, version, g2p]
+    ui["validate"].click(functools.partial(validate_handler, ctx), [ui["train_upload"], *typed], outputs,
+                         api_name="validate_dataset")  # fmt: skip
+    ui["zip_button"].click(functools.partial(zip_handler, ctx), [ui["zip_upload"], language, max_seconds, version, g2p],
+                           outputs, api_name="upload_zip")  # fmt: skip
+    ui["transcribe"].click(
+        functools.partial(transcribe_handler, ctx), [ui["recordings"], ui["whisper_model"], language, ui["speaker"]],
+        ui["train_path"], api_name="transcribe_recordings", concurrency_id=GPU_QUEUE, concurrency_limit=1,
+    ).success(functools.partial(validate_handler, ctx, None), typed, outputs, api_visibility="undocumented")  # fmt: skip
+    check_outputs = [ui["check_summary"], ui["check_table"], ui["check_originals"]]
+    ui["check"].click(functools.partial(check_handler, ctx),
+                      [train_csv, eval_csv, language, max_seconds, ui["check_whisper"], ui["threshold"]],
+                      [*check_outputs, *ui["check_players"]], api_name="check_dataset", concurrency_id=GPU_QUEUE,
+                      concurrency_limit=1)  # fmt: skip
     # Edits belong to the dataset they were made on: another dataset (or its prepared copy) starts clean.
-    train_csv.change(lambda: ("", quality_view.check_frame(None), {}), None,
-                     [check_summary, check_table, check_originals], api_visibility="undocumented")  # fmt: skip
-    prepare.click(functools.partial(prepare_handler, ctx),
-                  [train_csv, eval_csv, language, max_seconds, prepared_name, version, g2p, check_table,
-                   check_originals],
-                  [prepared_summary, train_csv, eval_csv, usable_rows], api_name="prepare_dataset",
-                  concurrency_limit=1)  # fmt: skip
-    return ctx.register("dataset", {"language": language, "summary": summary})
+    train_csv.change(lambda: ("", quality_view.check_frame(None), {}), None, check_outputs,
+                     api_visibility="undocumented")  # fmt: skip
+
+
+def _wire_preparation(ctx: UIContext, ui: dict[str, Any]) -> None:
+    train_csv, eval_csv, version, g2p, usable_rows = ctx.get_list(
+        "form.train_csv", "form.eval_csv", "form.version", "form.use_amharic_g2p", "dataset.usable_train_rows")
+    ui["prepare"].click(functools.partial(prepare_handler, ctx),
+                        [train_csv, eval_csv, ui["language"], ui["max_seconds"], ui["prepared_name"], version, g2p,
+                         ui["check_table"], ui["check_originals"]],
+                        [ui["prepared_summary"], train_csv, eval_csv, usable_rows], api_name="prepare_dataset",
+                        concurrency_limit=1)  # fmt: skip

@@ -204,86 +204,106 @@ def _render_form(ctx: UIContext) -> None:
                 component.render()
 
 
+def _render_group(ctx: UIContext, group: str) -> None:
+    for name, spec in form.form_fields():
+        if spec.ui.group == group:
+            ctx[f"form.{form.component_id(name)}"].render()
+
+
+def _settings_section(ctx: UIContext) -> dict[str, Any]:
+    """The form, what will be applied, the memory plan and the buttons."""
+    f = ctx.form_component
+    gr.Markdown(f"**Detected:** {detect_gpu().summary()}")
+    _render_form(ctx)
+    ui = {"batch_info": gr.Markdown(batch_markdown(None, f("batch_size").value, f("grad_acumm").value,
+                                                   f("num_epochs").value, f("devices").value))}  # fmt: skip
+    with gr.Row():
+        _render_group(ctx, SPEED)
+    ui["plan"] = gr.Markdown(plan_markdown(True, True, True, "auto"))
+    with gr.Row():
+        ui["estimate"] = gr.Button("Estimate GPU memory", scale=0)
+        ui["memory_plan"] = gr.Markdown()
+    with gr.Accordion("Measured quality (speak held-out sentences at each evaluation and score them)", open=False):
+        with gr.Row():
+            _render_group(ctx, QUALITY)
+    with gr.Accordion("Advanced", open=False), gr.Row():
+        _render_group(ctx, ADVANCED)
+    with gr.Row():
+        ui["start"] = gr.Button("Start training", variant="primary")
+        ui["stop"] = gr.Button("Stop (saves a checkpoint)", variant="stop", interactive=False)
+    ui["start_message"] = gr.Markdown()
+    return ui
+
+
+def _progress_section() -> dict[str, Any]:
+    """Status, progress bar, loss and scores, memory, log and the run's code."""
+    ui = {"status": gr.Markdown("### ⚪ Idle"), "bar": gr.HTML(run_view.progress_html(run_view.progress([]), "idle"))}
+    with gr.Row():
+        ui["loss_plot"] = gr.LinePlot(x="step", y="loss", color="series", label="Loss (train and eval)")
+        with gr.Column():
+            ui["quality_table"] = gr.Dataframe(headers=quality_view.QUALITY_COLUMNS, interactive=False, wrap=True,
+                                               label="Measured quality per evaluation (newest first)",
+                                               max_height=300, elem_id="quality-table")  # fmt: skip
+            ui["best_info"] = gr.Markdown(elem_id="quality-best")
+            with gr.Row():
+                ui["quality_players"] = [gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}")
+                                         for i in range(QUALITY_PLAYERS)]  # fmt: skip
+    ui["memory_plot"] = gr.LinePlot(x="seconds", y="MB", color="series", label="Memory over time")
+    ui["memory"] = gr.Markdown(elem_id="memory-panel")
+    ui["log"] = gr.Textbox(label="Log (last lines)", lines=12, max_lines=12, autoscroll=True, interactive=False,
+                           elem_id="training-log")
+    ui["code"] = gr.Code(label="Copy as code: the train_gpt call of this run", language="python", interactive=False)
+    ui["timer"] = gr.Timer(REFRESH_SECONDS)
+    return ui
+
+
 def create_train_tab(ctx: UIContext) -> dict[str, Any]:
-    gpu = detect_gpu()
-
-    def f(key: str) -> Any:
-        return ctx[f"form.{key}"]
-
     with gr.Tab("2. Fine-tune", id="train"):
-        gr.Markdown(f"**Detected:** {gpu.summary()}")
-        _render_form(ctx)
-        batch_info = gr.Markdown(batch_markdown(None, f("batch_size").value, f("grad_acumm").value,
-                                                f("num_epochs").value, f("devices").value))  # fmt: skip
-        with gr.Row():
-            for name, spec in form.form_fields():
-                if spec.ui.group == SPEED:
-                    f(form.component_id(name)).render()
-        plan = gr.Markdown(plan_markdown(True, True, True, "auto"))
-        with gr.Row():
-            estimate = gr.Button("Estimate GPU memory", scale=0)
-            memory_plan = gr.Markdown()
-        with gr.Accordion("Measured quality (speak held-out sentences at each evaluation and score them)",
-                          open=False), gr.Row():  # fmt: skip
-            for name, spec in form.form_fields():
-                if spec.ui.group == QUALITY:
-                    f(form.component_id(name)).render()
-        with gr.Accordion("Advanced", open=False), gr.Row():
-            for name, spec in form.form_fields():
-                if spec.ui.group == ADVANCED:
-                    f(form.component_id(name)).render()
-        with gr.Row():
-            start = gr.Button("Start training", variant="primary")
-            stop = gr.Button("Stop (saves a checkpoint)", variant="stop", interactive=False)
-        start_message = gr.Markdown()
-        status = gr.Markdown("### ⚪ Idle")
-        bar = gr.HTML(run_view.progress_html(run_view.progress([]), "idle"))
-        with gr.Row():
-            loss_plot = gr.LinePlot(x="step", y="loss", color="series", label="Loss (train and eval)")
-            with gr.Column():
-                quality_table = gr.Dataframe(headers=quality_view.QUALITY_COLUMNS, interactive=False, wrap=True,
-                                             label="Measured quality per evaluation (newest first)", max_height=300,
-                                             elem_id="quality-table")  # fmt: skip
-                best_info = gr.Markdown(elem_id="quality-best")
-                with gr.Row():
-                    quality_players = [gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}")
-                                       for i in range(QUALITY_PLAYERS)]  # fmt: skip
-        memory_plot = gr.LinePlot(x="seconds", y="MB", color="series", label="Memory over time")
-        memory = gr.Markdown(elem_id="memory-panel")
-        log = gr.Textbox(label="Log (last lines)", lines=12, max_lines=12, autoscroll=True, interactive=False,
-                         elem_id="training-log")
-        code = gr.Code(label="Copy as code: the train_gpt call of this run", language="python", interactive=False)
-        timer = gr.Timer(REFRESH_SECONDS)
+        ui = {**_settings_section(ctx), **_progress_section()}
+    ui["refresh_outputs"] = [ui[k] for k in ("status", "bar", "loss_plot", "memory", "memory_plot", "log", "code",
+                                             "start", "stop", "start_message")]  # fmt: skip
+    _wire_controls(ctx, ui)
+    _wire_updates(ctx, ui)
+    return ctx.register("train", {k: ui[k] for k in ("refresh_outputs", "start", "stop", "status", "start_message",
+                                                     "timer")})  # fmt: skip
 
+
+def _form_handler(handler: Any) -> Any:
+    """A handler taking the form's values by component id, with the form's signature for the API."""
+    return form.with_form_signature(lambda *values: handler(dict(zip(form.form_ids(), values, strict=True))))
+
+
+def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
+    f = ctx.form_component
     components = [f(cid) for cid in form.form_ids()]
-    outputs = [status, bar, loss_plot, memory, memory_plot, log, code, start, stop, start_message]
-    start_handler = form.with_form_signature(lambda *values: start_run(ctx, dict(zip(form.form_ids(), values))))
-    start.click(start_handler, components, start_message, api_name="start_training", concurrency_limit=1,
-                concurrency_id=GPU_QUEUE).then(lambda: refresh(ctx), None, outputs, api_visibility="undocumented")  # fmt: skip
-    stop.click(lambda: ctx.runner.stop(), None, start_message, api_name="stop_training")
-    estimate_handler = form.with_form_signature(
-        lambda *values: memory_plan_markdown(ctx, dict(zip(form.form_ids(), values))))
+    ui["start"].click(_form_handler(lambda values: start_run(ctx, values)), components, ui["start_message"],
+                      api_name="start_training", concurrency_limit=1, concurrency_id=GPU_QUEUE).then(
+        lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented")  # fmt: skip
+    ui["stop"].click(lambda: ctx.runner.stop(), None, ui["start_message"], api_name="stop_training")
     # The planner swaps process-wide torch hooks while it traces: never beside a synthesis in this process.
-    estimate.click(estimate_handler, components, memory_plan, api_name="estimate_memory", concurrency_id=GPU_QUEUE,
-                   concurrency_limit=1)
+    ui["estimate"].click(_form_handler(lambda values: memory_plan_markdown(ctx, values)), components,
+                         ui["memory_plan"], api_name="estimate_memory", concurrency_id=GPU_QUEUE,
+                         concurrency_limit=1)  # fmt: skip
     toggles = [f("enable_grad_checkpoint"), f("enable_sdpa"), f("enable_mixed_precision"), f("precision")]
     for box in toggles:
-        box.change(plan_markdown, toggles, plan, api_visibility="undocumented")
+        box.change(plan_markdown, toggles, ui["plan"], api_visibility="undocumented")
     counts = [ctx["dataset.usable_train_rows"], f("batch_size"), f("grad_acumm"), f("num_epochs"), f("devices"),
               f("learning_rate")]  # fmt: skip
     for box in counts:
-        box.change(batch_markdown, counts, batch_info, api_visibility="undocumented")
+        box.change(batch_markdown, counts, ui["batch_info"], api_visibility="undocumented")
     f("resume_from").input(lambda run: form_for_run(ctx, run), f("resume_from"), components,
                            api_visibility="undocumented")  # fmt: skip
-    timer.tick(lambda: refresh(ctx), None, outputs, api_visibility="undocumented", show_progress="hidden")
+
+
+def _wire_updates(ctx: UIContext, ui: dict[str, Any]) -> None:
+    ui["timer"].tick(lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented",
+                     show_progress="hidden")  # fmt: skip
     # A replaced value keeps the textarea's scroll position; the newest lines are the ones to see.
-    log.change(None, None, None, js=SCROLL_LOG_TO_END, api_visibility="undocumented")
+    ui["log"].change(None, None, None, js=SCROLL_LOG_TO_END, api_visibility="undocumented")
     quality_seen = gr.State("")
-    timer.tick(lambda seen: quality_refresh(ctx, seen), quality_seen,
-               [quality_table, best_info, *quality_players, quality_seen], api_visibility="undocumented",
-               show_progress="hidden")  # fmt: skip
-    return ctx.register("train", {"refresh_outputs": outputs, "start": start, "stop": stop, "status": status,
-                                  "start_message": start_message, "timer": timer})  # fmt: skip
+    ui["timer"].tick(lambda seen: quality_refresh(ctx, seen), quality_seen,
+                     [ui["quality_table"], ui["best_info"], *ui["quality_players"], quality_seen],
+                     api_visibility="undocumented", show_progress="hidden")  # fmt: skip
 
 
 def register_status_api(ctx: UIContext) -> None:
