@@ -203,7 +203,8 @@ def prepare_handler(
 
 def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, speaker, progress=gr.Progress()):
     from utils.data.recordings import transcribe_recordings
-    from utils.data.transcription import FasterWhisperTranscriber, TranscriberUnavailable
+    from utils.data.transcription import TranscriberUnavailable
+    from utils.quality.asr import get_transcriber
 
     try:
         paths = [str(ctx.roots.dataset_file(_path_of(f, ""), "recording")) for f in (recordings or [])]
@@ -216,7 +217,7 @@ def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, spea
     lang = canonical_language(language)
     try:
         csv_path = transcribe_recordings(
-            paths, out, FasterWhisperTranscriber(model),
+            paths, out, get_transcriber(model),  # loaded once per process, reused by every click
             language=whisper_language(lang), speaker_name=speaker or "speaker",
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
         )  # fmt: skip
