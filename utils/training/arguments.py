@@ -261,7 +261,7 @@ def _number(name: str, value: Any) -> float:
 
 
 def _whole(name: str, value: Any) -> int:
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be a whole number; got {value!r}.")

@@ -13,6 +13,8 @@ import csv
 import math
 import re
 import sys
+import tempfile
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,7 @@ from typing import Any
 import psutil
 import torch
 
+from utils.constants import MAX_AUDIO_LENGTH, SAMPLES_PER_AUDIO_TOKEN, XTTS_SAMPLE_RATE
 from utils.data.validation import DatasetReport, validate_dataset
 from utils.device.gpu import detect_gpu
 from utils.device.memory import format_memory_stats
@@ -105,6 +108,8 @@ class TrainingRun:
 
     # --- before any folder or model exists ------------------------------------------------------------
     def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
+        if self.args.custom_model:
+            check_checkpoint_file(Path(self.args.custom_model).expanduser(), "custom_model")
         models_dir = self.args.models_dir or None
         options = text_check_options(self.args.version, self.language, self.args.use_amharic_g2p,
                                      self.args.custom_model, models_dir)  # fmt: skip
@@ -113,7 +118,10 @@ class TrainingRun:
                                   **options)  # fmt: skip
         raise_if_unusable(report, self.args.min_usable_rows)
         # A real base model may need a download: that waits until the dataset is known to be usable.
-        return ensure_base_model(self.args.version, models_dir), report
+        base = ensure_base_model(self.args.version, models_dir)
+        check_clip_length(self.args.max_audio_length, base)
+        check_output_path(Path(self.args.output_path).expanduser())
+        return base, report
 
     def execute(self) -> RunOutput:
         base, report = self.check_inputs()
@@ -313,6 +321,41 @@ def out_of_memory_advice(args: TrainArguments) -> str:
         steps.append("lower max_audio_length (e.g. 220500 = 10 s): memory grows with the longest clip")
     steps.append("close other programs using the GPU (nvidia-smi lists them)")
     return "Out of GPU memory. Try, in this order: " + "; ".join(steps) + "."
+
+
+def check_output_path(path: Path) -> None:
+    """The folder runs are written to: a folder (made if missing) this process can write in."""
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"output_path {path} is a file, not a folder: give the folder runs should be written to.")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise ValueError(f"output_path {path} cannot be written to ({exc.strerror or exc}); choose another "
+                         "folder.") from exc  # fmt: skip
+
+
+def check_checkpoint_file(path: Path, what: str) -> None:
+    """A PyTorch checkpoint (a zip archive, or an old-style pickle), not some other file, before any work."""
+    with open(path, "rb") as handle:
+        head = handle.read(4)
+    if not (zipfile.is_zipfile(path) or head[:1] == b"\x80"):
+        raise ValueError(f"{what} {path} is not a PyTorch checkpoint (model.pth); give the model.pth of a ready/ "
+                         "folder or of a base model.")  # fmt: skip
+
+
+def check_clip_length(max_audio_length: int, base: BaseModel) -> None:
+    """The longest clip the base model's GPT can place: its audio positions hold gpt_max_audio_tokens codes
+    plus start and stop tokens, one code per 1024 samples."""
+    from utils.files import read_json
+
+    tokens = int((read_json(base.config, {}).get("model_args") or {}).get("gpt_max_audio_tokens") or 605)
+    limit = (tokens - 2) * SAMPLES_PER_AUDIO_TOKEN
+    if max_audio_length > limit:
+        raise ValueError(f"max_audio_length {max_audio_length} is longer than base model {base.version!r} can take "
+                         f"({limit} samples, {limit / XTTS_SAMPLE_RATE:.1f} s); XTTS was trained with "
+                         f"{MAX_AUDIO_LENGTH} ({MAX_AUDIO_LENGTH / XTTS_SAMPLE_RATE:.1f} s).")  # fmt: skip
 
 
 def changed_arguments(before: dict[str, Any], now: dict[str, Any]) -> dict[str, list[Any]]:
