@@ -8,25 +8,39 @@ import os
 import signal
 from pathlib import Path
 
-
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="XTTS v2 fine-tuning studio (web UI).")
-    parser.add_argument("--host", default="127.0.0.1", help="Address to bind; 0.0.0.0 exposes the app to your network "
-                        "(then --auth is required).")  # fmt: skip
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="Address to bind; 0.0.0.0 exposes the app to your network (then --auth is required).",
+    )
     parser.add_argument("--port", type=int, default=7860, help="Port to listen on.")
     parser.add_argument("--share", action="store_true", help="Also create a public gradio.live link (needs --auth).")
-    parser.add_argument("--auth", default=os.environ.get("XTTS_AUTH", ""),
-                        help="Require a login, as user:password (default: $XTTS_AUTH).")
-    parser.add_argument("--insecure-open", action="store_true", default=os.environ.get("XTTS_INSECURE_OPEN") == "1",
-                        help="Serve beyond this machine without a login: anyone who reaches the port can train "
-                        "(default: $XTTS_INSECURE_OPEN=1).")  # fmt: skip
+    parser.add_argument(
+        "--auth",
+        default=os.environ.get("XTTS_AUTH", ""),
+        help="Require a login, as user:password (default: $XTTS_AUTH).",
+    )
+    parser.add_argument(
+        "--insecure-open",
+        action="store_true",
+        default=os.environ.get("XTTS_INSECURE_OPEN") == "1",
+        help="Serve beyond this machine without a login: anyone who reaches the port can train "
+        "(default: $XTTS_INSECURE_OPEN=1).",
+    )
     parser.add_argument("--output-dir", default="output", help="Where datasets, runs and exports are written.")
-    parser.add_argument("--data-dir", action="append", default=[], metavar="FOLDER",
-                        help="A folder whose datasets the page may read by typed path (repeatable). Uploads and the "
-                        "output folder are always allowed; nothing else is.")  # fmt: skip
+    parser.add_argument(
+        "--data-dir",
+        action="append",
+        default=[],
+        metavar="FOLDER",
+        help="A folder whose datasets the page may read by typed path (repeatable). Uploads and the "
+        "output folder are always allowed; nothing else is.",
+    )
     args = parser.parse_args(argv)
     if args.auth:
         user, _, password = args.auth.partition(":")
@@ -34,8 +48,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error("--auth takes user:password, both non-empty")
     exposed = args.share or args.host not in LOOPBACK
     if exposed and not args.auth and not args.insecure_open:
-        parser.error(f"serving on {'a public link' if args.share else args.host} needs --auth user:password (or "
-                     "--insecure-open to accept that anyone who reaches the port can train and read your runs).")  # fmt: skip
+        parser.error(
+            f"serving on {'a public link' if args.share else args.host} needs --auth user:password (or "
+            "--insecure-open to accept that anyone who reaches the port can train and read your runs)."
+        )
     for folder in args.data_dir:
         if not Path(folder).expanduser().is_dir():
             parser.error(f"--data-dir {folder} is not a folder")
@@ -53,8 +69,11 @@ def main(argv: list[str] | None = None) -> None:
     from webui.ui import CSS, build_ui
 
     if args.insecure_open and not args.auth and (args.share or args.host not in LOOPBACK):
-        print(f"warning: serving on {args.host} without a login (--insecure-open): anyone who can reach this port "
-              "can train, use the GPU and download exports.", flush=True)  # fmt: skip
+        print(
+            f"warning: serving on {args.host} without a login (--insecure-open): anyone who can reach this port "
+            "can train, use the GPU and download exports.",
+            flush=True,
+        )
     demo, ctx = build_ui(args.output_dir, data_dirs=[Path(d).expanduser().resolve() for d in args.data_dir])
     # On exit (Ctrl-C or SIGTERM), a running training child is asked to stop, which saves a checkpoint.
     atexit.register(ctx.runner.shutdown)

@@ -1,7 +1,7 @@
 """Headless command line over the same functions the notebook and web UI call.
 
-    python -m utils.cli train --train-csv data/metadata.csv --version tiny --num-epochs 2
-    python -m utils.cli validate --train-csv data/metadata.csv --language en
+python -m utils.cli train --train-csv data/metadata.csv --version tiny --num-epochs 2
+python -m utils.cli validate --train-csv data/metadata.csv --language en
 """
 
 from __future__ import annotations
@@ -24,7 +24,11 @@ def _add_train_options(parser: argparse.ArgumentParser) -> None:
     for f in fields(TrainArguments):
         default = f.default if f.default is not MISSING else None
         spec = option_of(f.name)
-        bounds = f" [{spec.minimum:g} to {spec.maximum:g}]" if spec.maximum is not None and not isinstance(default, tuple) else ""
+        bounds = (
+            f" [{spec.minimum:g} to {spec.maximum:g}]"
+            if spec.maximum is not None and not isinstance(default, tuple)
+            else ""
+        )
         help_text = (spec.help + bounds).replace("%", "%%")  # argparse formats help with %
         if isinstance(default, bool):
             parser.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=default, help=help_text)
@@ -44,18 +48,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser(
-        "train", help="Fine-tune (same as train_gpt in a notebook).", formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        "train",
+        help="Fine-tune (same as train_gpt in a notebook).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     _add_train_options(train)
     validate = commands.add_parser(
-        "validate", help="Check a dataset row by row without training.",
+        "validate",
+        help="Check a dataset row by row without training.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )  # fmt: skip
+    )
     validate.add_argument("--train-csv", required=True, help="Metadata CSV to check.")
     validate.add_argument("--eval-csv", default="", help="Optional evaluation CSV.")
     validate.add_argument("--language", default="en", help="Language code of the dataset.")
-    validate.add_argument("--max-audio-length", type=int, default=MAX_AUDIO_LENGTH,
-                          help=f"Longest clip, in samples at {XTTS_SAMPLE_RATE} Hz.")
+    validate.add_argument(
+        "--max-audio-length",
+        type=int,
+        default=MAX_AUDIO_LENGTH,
+        help=f"Longest clip, in samples at {XTTS_SAMPLE_RATE} Hz.",
+    )
     validate.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
     return parser
 
@@ -64,8 +75,10 @@ def _print_progress(record: dict[str, Any]) -> None:
     if record.get("type") == "eval":
         print(f"[eval] step {record['step']}: eval_loss {record['eval_loss']}", flush=True)
     elif record.get("type") == "quality":
-        scores = ", ".join(f"{k} {record[k]:.3f}" if record.get(k) is not None else f"{k} -"
-                           for k in ("cer", "wer", "similarity", "duration_ratio", "combined"))  # fmt: skip
+        scores = ", ".join(
+            f"{k} {record[k]:.3f}" if record.get(k) is not None else f"{k} -"
+            for k in ("cer", "wer", "similarity", "duration_ratio", "combined")
+        )
         missing = f" ({'; '.join(record['reasons'])})" if record.get("reasons") else ""
         print(f"[quality] step {record['step']}: {scores}{missing}", flush=True)
 

@@ -26,8 +26,24 @@ MAX_CONDITIONING_SAMPLES = 6 * XTTS_SAMPLE_RATE
 
 # The 17 languages of XTTS v2, in the order of its config.json.
 XTTS_LANGUAGES = (
-    "en", "es", "fr", "de", "it", "pt", "pl", "tr", "ru", "nl", "cs", "ar", "zh-cn", "hu", "ko", "ja", "hi",
-)  # fmt: skip
+    "en",
+    "es",
+    "fr",
+    "de",
+    "it",
+    "pt",
+    "pl",
+    "tr",
+    "ru",
+    "nl",
+    "cs",
+    "ar",
+    "zh-cn",
+    "hu",
+    "ko",
+    "ja",
+    "hi",
+)
 
 # Base model files, in the layout of the real coqui/XTTS-v2 release.
 MODEL_FILES = ("model.pth", "config.json", "vocab.json", "dvae.pth", "mel_stats.pth", "speakers_xtts.pth")

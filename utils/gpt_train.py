@@ -107,4 +107,3 @@ def estimate_gpt_memory(*args: Any, **kwargs: Any) -> Any:
     from utils.memory_plan.planner import estimate_gpt_memory as estimate
 
     return estimate(*args, **kwargs)
-

@@ -20,8 +20,23 @@ from utils.training.optimizations import (
 )
 
 __all__ = [
-    "CUDNN_BENCHMARK", "GRAD_CHECKPOINTING", "MIXED_PRECISION", "PRECISIONS", "SDPA", "TF32", "GPUInfo",
-    "OptimizationReport", "Precision", "PrecisionChoice", "TrainingOptimizer", "architecture_for", "choose_precision",
-    "detect_gpu", "format_memory_stats", "get_memory_stats", "gpt_transformer", "print_memory_stats",
+    "CUDNN_BENCHMARK",
+    "GRAD_CHECKPOINTING",
+    "MIXED_PRECISION",
+    "PRECISIONS",
+    "SDPA",
+    "TF32",
+    "GPUInfo",
+    "OptimizationReport",
+    "Precision",
+    "PrecisionChoice",
+    "TrainingOptimizer",
+    "architecture_for",
+    "choose_precision",
+    "detect_gpu",
+    "format_memory_stats",
+    "get_memory_stats",
+    "gpt_transformer",
+    "print_memory_stats",
     "set_gradient_checkpointing",
 ]

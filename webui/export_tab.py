@@ -8,8 +8,8 @@ from typing import Any
 
 import gradio as gr
 
-from utils.model.ready import zip_ready
 from utils.model.inference import find_ready_dir
+from utils.model.ready import zip_ready
 from utils.training.run_record import RUN_FILE
 from webui.context import UIContext
 
@@ -49,8 +49,10 @@ def export_handler(ctx: UIContext, run: str, delete_checkpoints: bool) -> tuple[
 
 def create_export_tab(ctx: UIContext) -> dict[str, Any]:
     with gr.Tab("4. Export", id="export"):
-        gr.Markdown("Download a run's `ready/` folder (model, config, vocab, speakers, reference wav, front-end "
-                    "settings) as a zip; it loads as it is with coqui's `Xtts.load_checkpoint`.")  # fmt: skip
+        gr.Markdown(
+            "Download a run's `ready/` folder (model, config, vocab, speakers, reference wav, front-end "
+            "settings) as a zip; it loads as it is with coqui's `Xtts.load_checkpoint`."
+        )
         with gr.Row():
             run = gr.Dropdown(ctx.run_choices(ready_only=True), label="Run", allow_custom_value=True)
             refresh_runs = gr.Button("↻ Runs", scale=0)
@@ -58,7 +60,8 @@ def create_export_tab(ctx: UIContext) -> dict[str, Any]:
         export = gr.Button("Export", variant="primary")
         message = gr.Markdown()
         archive = gr.File(label="Zip")
-    refresh_runs.click(lambda: gr.update(choices=ctx.run_choices(ready_only=True)), None, run,
-                       api_visibility="undocumented")  # fmt: skip
+    refresh_runs.click(
+        lambda: gr.update(choices=ctx.run_choices(ready_only=True)), None, run, api_visibility="undocumented"
+    )
     export.click(functools.partial(export_handler, ctx), [run, delete], [archive, message], api_name="export_model")
     return ctx.register("export", {"run": run})

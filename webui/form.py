@@ -57,7 +57,9 @@ def gpu_choices(device_count: int) -> list[tuple[str, str]]:
 
 def form_values(arguments: TrainArguments | dict[str, Any]) -> dict[str, Any]:
     """{component id: value as the form shows it} for a run's arguments (defaults for missing ones)."""
-    values = arguments.to_dict() if isinstance(arguments, TrainArguments) else {**TrainArguments().to_dict(), **arguments}
+    values = (
+        arguments.to_dict() if isinstance(arguments, TrainArguments) else {**TrainArguments().to_dict(), **arguments}
+    )
     return {component_id(name): to_display(name, values[name]) for name, _ in form_fields()}
 
 
@@ -74,8 +76,11 @@ def arguments_from_form(values: dict[str, Any], output_dir: str, roots: AppRoots
     unknown = sorted(set(values) - set(form_ids()))
     if unknown:
         raise ValueError(f"Unknown form field(s): {', '.join(unknown)}.")
-    kwargs = {name: from_display(name, _empty_to_default(name, values[component_id(name)]))
-              for name, _ in form_fields() if component_id(name) in values}  # fmt: skip
+    kwargs = {
+        name: from_display(name, _empty_to_default(name, values[component_id(name)]))
+        for name, _ in form_fields()
+        if component_id(name) in values
+    }
     if not str(kwargs.get("train_csv") or "").strip():
         raise ValueError("No dataset yet: check one in the Dataset tab (or type the train CSV path).")
     if roots is not None:
@@ -85,10 +90,18 @@ def arguments_from_form(values: dict[str, Any], output_dir: str, roots: AppRoots
 
 def confined_paths(kwargs: dict[str, Any], roots: AppRoots) -> dict[str, str]:
     """The form's paths resolved inside the app's folders (a run may be given by name); PathRefused otherwise."""
-    checks = {"train_csv": roots.dataset_file, "eval_csv": roots.dataset_file, "custom_model": roots.model_file,
-              "resume_from": roots.run_folder, "whisper_model": lambda value, _: roots.whisper_model(value)}  # fmt: skip
-    return {name: str(check(str(kwargs[name]), name)) for name, check in checks.items()
-            if isinstance(kwargs.get(name), str) and kwargs[name].strip()}  # fmt: skip
+    checks = {
+        "train_csv": roots.dataset_file,
+        "eval_csv": roots.dataset_file,
+        "custom_model": roots.model_file,
+        "resume_from": roots.run_folder,
+        "whisper_model": lambda value, _: roots.whisper_model(value),
+    }
+    return {
+        name: str(check(str(kwargs[name]), name))
+        for name, check in checks.items()
+        if isinstance(kwargs.get(name), str) and kwargs[name].strip()
+    }
 
 
 def with_form_signature(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -99,8 +112,9 @@ def with_form_signature(handler: Callable[..., Any]) -> Callable[..., Any]:
     return handler
 
 
-def create_component(name: str, *, choices: Any = None, render: bool = False, elem_id: str | None = None,
-                     gpu_count: int | None = None) -> Any:  # fmt: skip
+def create_component(
+    name: str, *, choices: Any = None, render: bool = False, elem_id: str | None = None, gpu_count: int | None = None
+) -> Any:
     """The Gradio component of one option, as its declaration says (label, bounds, help, widget).
     A dropdown's options come in `choices`; the clip slider stops at the default length (what XTTS
     was trained with), while the API accepts up to the option's maximum. The GPU multi-select lists the
@@ -112,8 +126,9 @@ def create_component(name: str, *, choices: Any = None, render: bool = False, el
     default = TrainArguments.__dataclass_fields__[name].default
     value = to_display(name, default)
     common = dict(label=ui.label, value=value, render=render, elem_id=elem_id or f"form-{cid}", info=ui.info or None)
-    widget = ui.widget or ("checkbox" if isinstance(default, bool) else
-                           "number" if isinstance(default, (int, float)) else "textbox")  # fmt: skip
+    widget = ui.widget or (
+        "checkbox" if isinstance(default, bool) else "number" if isinstance(default, (int, float)) else "textbox"
+    )
     if widget == "checkbox":
         return gr.Checkbox(**common)
     if widget == "gpus":

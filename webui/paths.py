@@ -52,8 +52,10 @@ class AppRoots:
         resolved = Path(text).expanduser().resolve()
         if not any(inside(resolved, root) for root in roots):
             allowed = ", ".join(str(r) for r in roots)
-            raise PathRefused(f"{what}: {text} is outside the folders this app may use ({allowed}). Upload the "
-                              "data as a zip, or start the app with --data-dir FOLDER to allow a folder of yours.")  # fmt: skip
+            raise PathRefused(
+                f"{what}: {text} is outside the folders this app may use ({allowed}). Upload the "
+                "data as a zip, or start the app with --data-dir FOLDER to allow a folder of yours."
+            )
         return resolved
 
     def dataset_file(self, value: str | os.PathLike, what: str = "CSV") -> Path:

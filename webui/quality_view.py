@@ -14,11 +14,28 @@ from utils.audio.io import AudioError, load_audio
 from utils.training.quality_eval import EVALS_DIR
 from utils.training.run_record import read_run
 
-SCORES = (("cer", "CER"), ("wer", "WER"), ("similarity", "similarity"), ("duration_ratio", "duration ratio"),
-          ("combined", "combined"))  # fmt: skip
+SCORES = (
+    ("cer", "CER"),
+    ("wer", "WER"),
+    ("similarity", "similarity"),
+    ("duration_ratio", "duration ratio"),
+    ("combined", "combined"),
+)
 QUALITY_COLUMNS = ["step", *(label for _, label in SCORES), "best", "notes"]
-CHECK_COLUMNS = ["exclude", "text", "audio_file", "line", "CER", "transcript", "problems", "loudness LUFS", "SNR dB",
-                 "clipping %", "lead s", "trail s"]  # fmt: skip
+CHECK_COLUMNS = [
+    "exclude",
+    "text",
+    "audio_file",
+    "line",
+    "CER",
+    "transcript",
+    "problems",
+    "loudness LUFS",
+    "SNR dB",
+    "clipping %",
+    "lead s",
+    "trail s",
+]
 PLAYED_SECONDS = 15  # what a player gets of a clip
 
 
@@ -46,9 +63,14 @@ def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         if record.get("type") != "quality":
             continue
         reasons = list(record.get("reasons") or [])
-        rows.append({"step": int(record["step"]),
-                     **{label: _cell(record.get(key), key, reasons) for key, label in SCORES},
-                     "best": "★" if record.get("is_best") else "", "notes": "; ".join(reasons)})  # fmt: skip
+        rows.append(
+            {
+                "step": int(record["step"]),
+                **{label: _cell(record.get(key), key, reasons) for key, label in SCORES},
+                "best": "★" if record.get("is_best") else "",
+                "notes": "; ".join(reasons),
+            }
+        )
     return pd.DataFrame(rows[::-1], columns=QUALITY_COLUMNS)
 
 
@@ -95,12 +117,22 @@ def check_frame(check: Any) -> pd.DataFrame:
     rows = []
     for row in check.flagged if check is not None else []:
         m = row.measures
-        rows.append({"exclude": False, "text": row.text, "audio_file": row.audio_file, "line": row.line,
-                     "CER": None if row.cer is None else round(row.cer, 3), "transcript": row.transcript or "",
-                     "problems": "; ".join(row.problems), "loudness LUFS": _number(m.loudness_lufs),
-                     "SNR dB": _number(m.snr_db), "clipping %": _number(m.clipping_ratio, 100, 3),
-                     "lead s": _number(m.leading_silence_s, digits=2),
-                     "trail s": _number(m.trailing_silence_s, digits=2)})  # fmt: skip
+        rows.append(
+            {
+                "exclude": False,
+                "text": row.text,
+                "audio_file": row.audio_file,
+                "line": row.line,
+                "CER": None if row.cer is None else round(row.cer, 3),
+                "transcript": row.transcript or "",
+                "problems": "; ".join(row.problems),
+                "loudness LUFS": _number(m.loudness_lufs),
+                "SNR dB": _number(m.snr_db),
+                "clipping %": _number(m.clipping_ratio, 100, 3),
+                "lead s": _number(m.leading_silence_s, digits=2),
+                "trail s": _number(m.trailing_silence_s, digits=2),
+            }
+        )
     return pd.DataFrame(rows, columns=CHECK_COLUMNS)
 
 

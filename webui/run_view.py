@@ -11,8 +11,15 @@ import pandas as pd
 
 from utils.training.arguments import TrainArguments, argument_defaults
 
-STATUS_COLORS = {"starting": "#d97706", "running": "#16a34a", "stopping": "#d97706", "finished": "#2563eb",
-                 "stopped": "#6b7280", "interrupted": "#6b7280", "failed": "#dc2626"}  # fmt: skip
+STATUS_COLORS = {
+    "starting": "#d97706",
+    "running": "#16a34a",
+    "stopping": "#d97706",
+    "finished": "#2563eb",
+    "stopped": "#6b7280",
+    "interrupted": "#6b7280",
+    "failed": "#dc2626",
+}
 
 
 def _duration(seconds: float | None) -> str:
@@ -30,9 +37,17 @@ def progress(records: list[dict[str, Any]]) -> dict[str, Any]:
     evals = [r for r in records if r.get("type") == "eval"]
     total = next((r.get("total_steps") for r in reversed(records) if r.get("total_steps")), None)
     if not train:
-        return {"step": 0, "total": total, "fraction": 0.0, "eta_s": None, "epoch": None, "loss": None,
-                "eval_loss": evals[-1]["eval_loss"] if evals else None, "samples_per_sec": None,
-                "clips_failed": 0}  # fmt: skip
+        return {
+            "step": 0,
+            "total": total,
+            "fraction": 0.0,
+            "eta_s": None,
+            "epoch": None,
+            "loss": None,
+            "eval_loss": evals[-1]["eval_loss"] if evals else None,
+            "samples_per_sec": None,
+            "clips_failed": 0,
+        }
     last = train[-1]
     recent = [r for r in train[-20:] if r.get("step_time")]
     per_step = sum(r["step_time"] + (r.get("loader_time") or 0) for r in recent) / len(recent) if recent else None
@@ -61,9 +76,10 @@ def status_markdown(state: Any, info: dict[str, Any]) -> str:
         loss = "NaN/inf" if info["loss"] is None else f"{info['loss']:.4f}"
         lines.append(
             f"**Step {info['step']} / {total}** · epoch {info['epoch']} · ETA {_duration(info['eta_s'])} · "
-            f"loss {loss}" + (f" · eval loss {info['eval_loss']:.4f}" if info["eval_loss"] is not None else "")
+            f"loss {loss}"
+            + (f" · eval loss {info['eval_loss']:.4f}" if info["eval_loss"] is not None else "")
             + (f" · {info['samples_per_sec']:.2f} samples/s" if info["samples_per_sec"] else "")
-        )  # fmt: skip
+        )
     if state.started_at:
         end = state.ended_at or time.time()
         lines.append(f"Elapsed {_duration(end - state.started_at)}")
@@ -137,8 +153,12 @@ def _memory_points(sample: dict[str, Any]) -> list[tuple[str, float]]:
     ranks = sample.get("ranks")
     if not ranks:
         return [(label, sample[key]) for key, label in _MEMORY_SERIES.items() if sample.get(key) is not None]
-    points = [(f"{_rank_label(r)} {label}", r[key]) for r in ranks for key, label in _RANK_SERIES.items()
-              if r.get(key) is not None]  # fmt: skip
+    points = [
+        (f"{_rank_label(r)} {label}", r[key])
+        for r in ranks
+        for key, label in _RANK_SERIES.items()
+        if r.get(key) is not None
+    ]
     if sample.get("ram_used_mb") is not None:
         points.append(("system RAM used", sample["ram_used_mb"]))
     return points
@@ -170,9 +190,13 @@ def ranks_memory_markdown(ranks: list[dict[str, Any]]) -> str:
     """One line per rank of a multi-GPU run: its GPU (allocated, reserved, peak at its last step, whole GPU) and RAM."""
     lines = []
     for rank in ranks:
-        gpu = (f"GPU allocated {_gb(rank.get('gpu_allocated_mb'))} · reserved {_gb(rank.get('gpu_reserved_mb'))} · "
-               f"peak {_gb(rank.get('gpu_peak_allocated_mb'))} · whole GPU used {_gb(rank.get('gpu_used_mb'))} of "
-               f"{_gb(rank.get('gpu_total_mb'))} · " if rank.get("gpu_total_mb") is not None else "")  # fmt: skip
+        gpu = (
+            f"GPU allocated {_gb(rank.get('gpu_allocated_mb'))} · reserved {_gb(rank.get('gpu_reserved_mb'))} · "
+            f"peak {_gb(rank.get('gpu_peak_allocated_mb'))} · whole GPU used {_gb(rank.get('gpu_used_mb'))} of "
+            f"{_gb(rank.get('gpu_total_mb'))} · "
+            if rank.get("gpu_total_mb") is not None
+            else ""
+        )
         lines.append(f"**{_rank_label(rank)}** {gpu}RAM {_gb(rank.get('process_rss_mb'))}")
     return "  \n".join(lines)
 
@@ -185,9 +209,11 @@ def memory_markdown(training: dict[str, Any] | None, app: dict[str, Any]) -> str
 
     source = training or app
     if training and training.get("ranks"):
-        return (f"{ranks_memory_markdown(training['ranks'])}  \n**RAM** used {gb(app.get('ram_used_mb'))} of "
-                f"{gb(app.get('ram_total_mb'))} · swap {gb(app.get('swap_used_mb'))}  \n**Processes** launcher: "
-                f"{gb(training.get('process_rss_mb'))} · web app: {gb(app.get('process_rss_mb'))}")  # fmt: skip
+        return (
+            f"{ranks_memory_markdown(training['ranks'])}  \n**RAM** used {gb(app.get('ram_used_mb'))} of "
+            f"{gb(app.get('ram_total_mb'))} · swap {gb(app.get('swap_used_mb'))}  \n**Processes** launcher: "
+            f"{gb(training.get('process_rss_mb'))} · web app: {gb(app.get('process_rss_mb'))}"
+        )
     who = "training process" if training else "this app (no run active)"
     gpu = (
         f"**GPU** allocated {gb(source.get('gpu_allocated_mb'))} · reserved {gb(source.get('gpu_reserved_mb'))} · "

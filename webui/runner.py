@@ -27,11 +27,34 @@ from utils.training.run_record import METRICS_FILE, RunStatus, read_run, update_
 MEMORY_HISTORY = 900  # samples kept for the memory plot (15 min at one per second)
 MEMORY_BACKLOG = 60  # unread memory samples the child queues at most
 # The fields of a metrics record the UI uses; the rest (per-step memory) stays in the file.
-_FOLLOWED_FIELDS = ("type", "step", "epoch", "total_steps", "loss", "eval_loss", "step_time", "loader_time",
-                    "samples_per_sec", "clips_failed", "status", "message", "error", "run_dir",
-                    # measured quality records
-                    "files", "texts", "cer", "wer", "similarity", "duration_ratio", "combined", "reasons", "rule",
-                    "is_best", "best_step")  # fmt: skip
+_FOLLOWED_FIELDS = (
+    "type",
+    "step",
+    "epoch",
+    "total_steps",
+    "loss",
+    "eval_loss",
+    "step_time",
+    "loader_time",
+    "samples_per_sec",
+    "clips_failed",
+    "status",
+    "message",
+    "error",
+    "run_dir",
+    # measured quality records
+    "files",
+    "texts",
+    "cer",
+    "wer",
+    "similarity",
+    "duration_ratio",
+    "combined",
+    "reasons",
+    "rule",
+    "is_best",
+    "best_step",
+)
 
 
 def _report_memory(messages: Any, stop_event: Any, done: threading.Event, ranks: list[dict[str, Any]]) -> None:
@@ -60,7 +83,7 @@ def _report_memory(messages: Any, stop_event: Any, done: threading.Event, ranks:
 
 def _child_main(kwargs: dict[str, Any], stop_event: Any, messages: Any, log_path: str) -> None:
     """Entry point of the training process."""
-    log = open(log_path, "a", buffering=1, encoding="utf-8")
+    log = open(log_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - the child's stdout for its life
     # Everything the child prints (the trainer's console, warnings, C-level output) goes to the log.
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
@@ -80,9 +103,17 @@ def _child_main(kwargs: dict[str, Any], stop_event: Any, messages: Any, log_path
 
         result = train_gpt(**kwargs, stop_event=stop_event, progress_callback=forward)
         record = read_run(result.run_dir)
-        messages.put({"type": "result", "status": result.status,
-                      "result": {**result._asdict(), "stop_checkpoint": record.get("stop_checkpoint"),
-                                 "early_stop": record.get("early_stop")}})  # fmt: skip
+        messages.put(
+            {
+                "type": "result",
+                "status": result.status,
+                "result": {
+                    **result._asdict(),
+                    "stop_checkpoint": record.get("stop_checkpoint"),
+                    "early_stop": record.get("early_stop"),
+                },
+            }
+        )
     except BaseException as exc:  # noqa: BLE001 - everything is reported to the UI
         messages.put({"type": "error", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
         traceback.print_exc()
@@ -151,13 +182,19 @@ class TrainingRunner:
             self._stop_event = self._context.Event()
             self._messages = self._context.Queue()
             self._process = self._context.Process(
-                target=_child_main, args=(kwargs, self._stop_event, self._messages, str(log_path)), daemon=False,
+                target=_child_main,
+                args=(kwargs, self._stop_event, self._messages, str(log_path)),
+                daemon=False,
                 name="xtts-training",
-            )  # fmt: skip
-            self.state = RunState(status=RunStatus.STARTING, log_path=str(log_path), arguments=kwargs,
-                                  message="Starting: checking the dataset and loading the model...",
-                                  run_dir=str(kwargs["resume_from"]) if kwargs.get("resume_from") else "",
-                                  started_at=time.time())  # fmt: skip
+            )
+            self.state = RunState(
+                status=RunStatus.STARTING,
+                log_path=str(log_path),
+                arguments=kwargs,
+                message="Starting: checking the dataset and loading the model...",
+                run_dir=str(kwargs["resume_from"]) if kwargs.get("resume_from") else "",
+                started_at=time.time(),
+            )
             self._follower = JsonlFollower(keep=self._follower.keep)
             self._process.start()
             return True, "Training started."

@@ -9,8 +9,8 @@ from typing import Any
 
 import gradio as gr
 
-from utils.model.ready import REFERENCE_WAV, read_finetune_info
 from utils.model.inference import find_ready_dir, synthesize
+from utils.model.ready import REFERENCE_WAV, read_finetune_info
 from utils.text.languages import LANGUAGE_CHOICES
 from webui import quality_view
 from webui.context import GPU_QUEUE, UIContext
@@ -20,9 +20,20 @@ DEFAULT_MAX_AUDIO_TOKENS = 250
 
 
 def synthesize_handler(
-    ctx: UIContext, run: str, ready_path: str, reference: str | None, text: str, language: str, temperature: float,
-    length_penalty: float, repetition_penalty: float, top_k: float, top_p: float, speed: float, max_tokens: float,
-) -> tuple[str, str]:  # fmt: skip
+    ctx: UIContext,
+    run: str,
+    ready_path: str,
+    reference: str | None,
+    text: str,
+    language: str,
+    temperature: float,
+    length_penalty: float,
+    repetition_penalty: float,
+    top_k: float,
+    top_p: float,
+    speed: float,
+    max_tokens: float,
+) -> tuple[str, str]:
     """Generate speech; returns (audio path for the player, same path for download)."""
     source = (ready_path or "").strip() or run
     if not source:
@@ -30,14 +41,24 @@ def synthesize_handler(
     try:
         ready = find_ready_dir(ctx.roots.run_folder(source, "model"))
         if reference:
-            reference = str(ctx.roots.confine(reference, (*ctx.roots.data_roots(), ctx.output_dir.resolve()),
-                                              "reference audio"))  # fmt: skip
+            reference = str(
+                ctx.roots.confine(reference, (*ctx.roots.data_roots(), ctx.output_dir.resolve()), "reference audio")
+            )
         output = ctx.output_dir / "synthesized" / f"{Path(source).name}-{time.strftime('%Y%m%d-%H%M%S')}.wav"
         synthesize(
-            ready, text, language=language or None, reference_wav=reference or None, temperature=temperature,
-            length_penalty=length_penalty, repetition_penalty=repetition_penalty, top_k=int(top_k), top_p=top_p,
-            speed=speed, max_audio_tokens=int(max_tokens), output_wav=output,
-        )  # fmt: skip
+            ready,
+            text,
+            language=language or None,
+            reference_wav=reference or None,
+            temperature=temperature,
+            length_penalty=length_penalty,
+            repetition_penalty=repetition_penalty,
+            top_k=int(top_k),
+            top_p=top_p,
+            speed=speed,
+            max_audio_tokens=int(max_tokens),
+            output_wav=output,
+        )
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
     except Exception as exc:  # a model that fails to load or generate: say so on the page, not "upstream error"
@@ -46,10 +67,22 @@ def synthesize_handler(
 
 
 def compare_handler(
-    ctx: UIContext, run: str, ready_path: str, reference: str | None, text: str, language: str, seed: float,
-    whisper_model: str, temperature: float, length_penalty: float, repetition_penalty: float, top_k: float,
-    top_p: float, speed: float, max_tokens: float,
-) -> tuple[Any, Any, Any]:  # fmt: skip
+    ctx: UIContext,
+    run: str,
+    ready_path: str,
+    reference: str | None,
+    text: str,
+    language: str,
+    seed: float,
+    whisper_model: str,
+    temperature: float,
+    length_penalty: float,
+    repetition_penalty: float,
+    top_k: float,
+    top_p: float,
+    speed: float,
+    max_tokens: float,
+) -> tuple[Any, Any, Any]:
     """The fine-tuned voice and its base model on the same text, reference and seed: (fine-tuned audio, base
     audio, scores table). Audio goes to the page as decoded samples."""
     from utils.quality.compare import compare_with_base
@@ -60,14 +93,25 @@ def compare_handler(
     try:
         ready = find_ready_dir(ctx.roots.run_folder(source, "model"))
         if reference:
-            reference = str(ctx.roots.confine(reference, (*ctx.roots.data_roots(), ctx.output_dir.resolve()),
-                                              "reference audio"))  # fmt: skip
+            reference = str(
+                ctx.roots.confine(reference, (*ctx.roots.data_roots(), ctx.output_dir.resolve()), "reference audio")
+            )
         result = compare_with_base(
-            ready, text, language=language or None, reference_wav=reference or None, seed=int(seed or 0),
-            whisper_model=ctx.roots.whisper_model(whisper_model), output_dir=ctx.output_dir / "synthesized",
-            temperature=temperature, length_penalty=length_penalty, repetition_penalty=repetition_penalty,
-            top_k=int(top_k), top_p=top_p, speed=speed, max_audio_tokens=int(max_tokens),
-        )  # fmt: skip
+            ready,
+            text,
+            language=language or None,
+            reference_wav=reference or None,
+            seed=int(seed or 0),
+            whisper_model=ctx.roots.whisper_model(whisper_model),
+            output_dir=ctx.output_dir / "synthesized",
+            temperature=temperature,
+            length_penalty=length_penalty,
+            repetition_penalty=repetition_penalty,
+            top_k=int(top_k),
+            top_p=top_p,
+            speed=speed,
+            max_audio_tokens=int(max_tokens),
+        )
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
 
@@ -89,62 +133,94 @@ def run_selected(ctx: UIContext, run: str, ready_path: str) -> tuple[Any, Any]:
     return gr.update(value=info.get("language", "en")), gr.update(value=str(reference) if reference.is_file() else None)
 
 
+def _voice_section(ctx: UIContext) -> dict[str, Any]:
+    """Which voice, what it says, the reference clip and the sampling settings."""
+    ui: dict[str, Any] = {}
+    with gr.Row():
+        ui["run"] = gr.Dropdown(
+            ctx.run_choices(ready_only=True), label="Fine-tuned run", allow_custom_value=True, elem_id="test-run"
+        )
+        ui["refresh_runs"] = gr.Button("↻ Runs", scale=0)
+        ui["ready_path"] = gr.Textbox(label="…or a ready/ folder path", placeholder="/path/to/run/ready")
+    with gr.Row():
+        with gr.Column():
+            ui["text"] = gr.Textbox(label="Text", lines=3, value="Hello! This is my fine-tuned voice.")
+            ui["language"] = gr.Dropdown(list(LANGUAGE_CHOICES), value="en", label="Language", allow_custom_value=True)
+            ui["reference"] = gr.Audio(
+                label="Reference voice (from the run, or upload your own)", type="filepath", sources=["upload"]
+            )
+        with gr.Column():
+            ui["sampling"] = [
+                gr.Slider(0.05, 1.5, value=0.75, step=0.05, label="Temperature"),
+                gr.Slider(-2.0, 2.0, value=1.0, step=0.1, label="Length penalty"),
+                gr.Slider(1.0, 20.0, value=5.0, step=0.5, label="Repetition penalty"),
+                gr.Slider(1, 100, value=50, step=1, label="Top-k"),
+                gr.Slider(0.05, 1.0, value=0.85, step=0.05, label="Top-p"),
+                gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed"),
+                gr.Slider(
+                    10,
+                    600,
+                    value=DEFAULT_MAX_AUDIO_TOKENS,
+                    step=10,
+                    label="Longest output (audio tokens, ~21.5 per second)",
+                ),
+            ]
+    return ui
+
+
+def _results_section() -> dict[str, Any]:
+    """The generated speech, and the comparison with the base model."""
+    ui: dict[str, Any] = {"generate": gr.Button("Generate", variant="primary")}
+    with gr.Row():
+        ui["audio"] = gr.Audio(label="Result", type="filepath", interactive=False)
+        ui["download"] = gr.File(label="Download", elem_id="test-download")
+    with gr.Accordion("Compare with the base model: same text, reference and seed", open=False):
+        with gr.Row():
+            ui["seed"] = gr.Number(1, precision=0, minimum=0, label="Seed (the same for both)")
+            ui["whisper_model"] = gr.Textbox(
+                "small", label="Whisper model for the scores (name, or a folder under models/whisper)"
+            )
+            ui["compare"] = gr.Button("Compare with the base model")
+        with gr.Row():
+            ui["finetuned_audio"] = gr.Audio(label="Fine-tuned", interactive=False, elem_id="compare-finetuned")
+            ui["base_audio"] = gr.Audio(label="Base model", interactive=False, elem_id="compare-base")
+        ui["scores"] = gr.Dataframe(
+            label="Scores (CER/WER of a Whisper transcript; similarity to the reference's speaker)",
+            wrap=True,
+            interactive=False,
+        )
+    return ui
+
+
 def create_test_tab(ctx: UIContext) -> dict[str, Any]:
     with gr.Tab("3. Test", id="test"):
-        with gr.Row():
-            run = gr.Dropdown(ctx.run_choices(ready_only=True), label="Fine-tuned run", allow_custom_value=True,
-                              elem_id="test-run")
-            refresh_runs = gr.Button("↻ Runs", scale=0)
-            ready_path = gr.Textbox(label="…or a ready/ folder path", placeholder="/path/to/run/ready")
-        with gr.Row():
-            with gr.Column():
-                text = gr.Textbox(label="Text", lines=3, value="Hello! This is my fine-tuned voice.")
-                language = gr.Dropdown(list(LANGUAGE_CHOICES), value="en", label="Language", allow_custom_value=True)
-                reference = gr.Audio(label="Reference voice (from the run, or upload your own)", type="filepath",
-                                     sources=["upload"])  # fmt: skip
-            with gr.Column():
-                temperature = gr.Slider(0.05, 1.5, value=0.75, step=0.05, label="Temperature")
-                length_penalty = gr.Slider(-2.0, 2.0, value=1.0, step=0.1, label="Length penalty")
-                repetition_penalty = gr.Slider(1.0, 20.0, value=5.0, step=0.5, label="Repetition penalty")
-                top_k = gr.Slider(1, 100, value=50, step=1, label="Top-k")
-                top_p = gr.Slider(0.05, 1.0, value=0.85, step=0.05, label="Top-p")
-                speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed")
-                max_tokens = gr.Slider(10, 600, value=DEFAULT_MAX_AUDIO_TOKENS, step=10,
-                                       label="Longest output (audio tokens, ~21.5 per second)")  # fmt: skip
-        generate = gr.Button("Generate", variant="primary")
-        with gr.Row():
-            audio = gr.Audio(label="Result", type="filepath", interactive=False)
-            download = gr.File(label="Download", elem_id="test-download")
-        with gr.Accordion("Compare with the base model: same text, reference and seed", open=False):
-            with gr.Row():
-                seed = gr.Number(1, precision=0, minimum=0, label="Seed (the same for both)")
-                whisper_model = gr.Textbox("small", label="Whisper model for the scores (name, or a folder under "
-                                           "models/whisper)")  # fmt: skip
-                compare = gr.Button("Compare with the base model")
-            with gr.Row():
-                finetuned_audio = gr.Audio(label="Fine-tuned", interactive=False, elem_id="compare-finetuned")
-                base_audio = gr.Audio(label="Base model", interactive=False, elem_id="compare-base")
-            scores = gr.Dataframe(label="Scores (CER/WER of a Whisper transcript; similarity to the reference's "
-                                  "speaker)", wrap=True, interactive=False)  # fmt: skip
-    refresh_runs.click(lambda: gr.update(choices=ctx.run_choices(ready_only=True)), None, run,
-                       api_visibility="undocumented")  # fmt: skip
+        ui = {**_voice_section(ctx), **_results_section()}
+    run, ready_path = ui["run"], ui["ready_path"]
+    ui["refresh_runs"].click(
+        lambda: gr.update(choices=ctx.run_choices(ready_only=True)), None, run, api_visibility="undocumented"
+    )
     for trigger in (run.change, ready_path.submit):
-        trigger(functools.partial(run_selected, ctx), [run, ready_path], [language, reference],
-                api_visibility="undocumented")
-    generate.click(
+        trigger(
+            functools.partial(run_selected, ctx),
+            [run, ready_path],
+            [ui["language"], ui["reference"]],
+            api_visibility="undocumented",
+        )
+    voice = [run, ready_path, ui["reference"], ui["text"], ui["language"]]
+    ui["generate"].click(
         functools.partial(synthesize_handler, ctx),
-        [run, ready_path, reference, text, language, temperature, length_penalty, repetition_penalty, top_k, top_p,
-         speed, max_tokens],
-        [audio, download],
+        [*voice, *ui["sampling"]],
+        [ui["audio"], ui["download"]],
         api_name="synthesize",
         concurrency_id=GPU_QUEUE,
         concurrency_limit=1,
-    )  # fmt: skip
-    compare.click(
+    )
+    ui["compare"].click(
         functools.partial(compare_handler, ctx),
-        [run, ready_path, reference, text, language, seed, whisper_model, temperature, length_penalty,
-         repetition_penalty, top_k, top_p, speed, max_tokens],
-        [finetuned_audio, base_audio, scores], api_name="compare_with_base", concurrency_id=GPU_QUEUE,
+        [*voice, ui["seed"], ui["whisper_model"], *ui["sampling"]],
+        [ui["finetuned_audio"], ui["base_audio"], ui["scores"]],
+        api_name="compare_with_base",
+        concurrency_id=GPU_QUEUE,
         concurrency_limit=1,
-    )  # fmt: skip
+    )
     return ctx.register("test", {"run": run})

@@ -19,7 +19,9 @@ from webui import form, quality_view, run_view
 from webui.context import GPU_QUEUE, UIContext
 
 REFRESH_SECONDS = 1.5
-SCROLL_LOG_TO_END = "() => { const e = document.querySelector('#training-log textarea'); if (e) e.scrollTop = e.scrollHeight; }"
+SCROLL_LOG_TO_END = (
+    "() => { const e = document.querySelector('#training-log textarea'); if (e) e.scrollTop = e.scrollHeight; }"
+)
 GROUPS = (DATA, MODEL, SCHEDULE, SPEED, QUALITY, ADVANCED)
 QUALITY_PLAYERS = 3  # clips of the latest evaluation played on the page
 
@@ -36,13 +38,21 @@ def _whole(value: Any, default: int = 1) -> int:
         return default
 
 
-def batch_markdown(train_rows: Any, batch_size: Any, grad_acumm: Any, num_epochs: Any, devices: Any = None,
-                   learning_rate: float | None = None) -> str:  # fmt: skip
+def batch_markdown(
+    train_rows: Any,
+    batch_size: Any,
+    grad_acumm: Any,
+    num_epochs: Any,
+    devices: Any = None,
+    learning_rate: float | None = None,
+) -> str:
     """The effective batch (clips per optimizer step, counting the GPUs' processes) and the steps it makes."""
     accumulation, epochs = _whole(grad_acumm), _whole(num_epochs)
     if str(batch_size).strip().lower() == "auto":
-        return (f"**Effective batch** auto × {accumulation}: the largest batch that fits is chosen at Start "
-                "(see the memory plan below)")  # fmt: skip
+        return (
+            f"**Effective batch** auto × {accumulation}: the largest batch that fits is chosen at Start "
+            "(see the memory plan below)"
+        )
     batch = _whole(batch_size)
     ranks = max(1, len(form.to_display("devices", devices) if isinstance(devices, str) else devices or []))
     factors = f"{batch} × {accumulation}" + (f" × {ranks} GPUs" if ranks > 1 else "")
@@ -52,8 +62,10 @@ def batch_markdown(train_rows: Any, batch_size: Any, grad_acumm: Any, num_epochs
     else:
         steps = math.ceil(math.ceil(int(train_rows) / ranks) / batch)  # each GPU's process takes its share
         updates = math.ceil(steps / accumulation)
-        lines.append(f"**{int(train_rows)} training clips** → {steps} steps and {updates} optimizer steps per epoch, "
-                     f"{steps * epochs} steps in {epochs} epochs")  # fmt: skip
+        lines.append(
+            f"**{int(train_rows)} training clips** → {steps} steps and {updates} optimizer steps per epoch, "
+            f"{steps * epochs} steps in {epochs} epochs"
+        )
     if ranks > 1:
         lines.append(learning_rate_advice(ranks, learning_rate))
     return "  \n".join(lines)
@@ -62,10 +74,12 @@ def batch_markdown(train_rows: Any, batch_size: Any, grad_acumm: Any, num_epochs
 def learning_rate_advice(ranks: int, learning_rate: float | None) -> str:
     """How to scale the learning rate for `ranks` processes (AdamW: the square-root rule)."""
     scaled = f" ({learning_rate:.2g} → {learning_rate * math.sqrt(ranks):.2g})" if learning_rate else ""
-    return (f"**Learning rate with {ranks} GPUs:** each optimizer step averages {ranks}× the clips and an epoch has "
-            f"{ranks}× fewer steps. Keep the rate and add epochs, or scale it by about √{ranks} = "
-            f"{math.sqrt(ranks):.2f}{scaled} for about the same progress per epoch (AdamW's square-root rule; the "
-            f"linear rule, ×{ranks}, comes from SGD and is usually too strong for fine-tuning).")  # fmt: skip
+    return (
+        f"**Learning rate with {ranks} GPUs:** each optimizer step averages {ranks}× the clips and an epoch has "
+        f"{ranks}× fewer steps. Keep the rate and add epochs, or scale it by about √{ranks} = "
+        f"{math.sqrt(ranks):.2f}{scaled} for about the same progress per epoch (AdamW's square-root rule; the "
+        f"linear rule, ×{ranks}, comes from SGD and is usually too strong for fine-tuning)."
+    )
 
 
 def memory_plan_markdown(ctx: UIContext, values: dict[str, Any]) -> str:
@@ -73,8 +87,9 @@ def memory_plan_markdown(ctx: UIContext, values: dict[str, Any]) -> str:
     from utils.memory_plan.planner import GIB, detected_free_bytes, estimate_gpt_memory, ways_to_fit
 
     try:
-        arguments = form.arguments_from_form({**values, "train_csv": values.get("train_csv") or "planning.csv"},
-                                             str(ctx.output_dir))  # fmt: skip
+        arguments = form.arguments_from_form(
+            {**values, "train_csv": values.get("train_csv") or "planning.csv"}, str(ctx.output_dir)
+        )
         keywords = {k: v for k, v in arguments.to_dict().items() if k not in ("train_csv", "eval_csv", "resume_from")}
         estimate = estimate_gpt_memory(**keywords)
     except ValueError as exc:
@@ -110,8 +125,10 @@ def training_status(ctx: UIContext) -> dict[str, Any]:
 def memory_stats(ctx: UIContext) -> dict[str, Any]:
     """Memory now: the training process's (while a run is active) and this app's (the /memory_stats endpoint)."""
     state = ctx.runner.poll()
-    return {"training_process": dict(state.memory) if state.active and state.memory else None,
-            "app": get_memory_stats()}  # fmt: skip
+    return {
+        "training_process": dict(state.memory) if state.active and state.memory else None,
+        "app": get_memory_stats(),
+    }
 
 
 def refresh(ctx: UIContext) -> tuple[Any, ...]:
@@ -215,17 +232,22 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
     f = ctx.form_component
     gr.Markdown(f"**Detected:** {detect_gpu().summary()}")
     _render_form(ctx)
-    ui = {"batch_info": gr.Markdown(batch_markdown(None, f("batch_size").value, f("grad_acumm").value,
-                                                   f("num_epochs").value, f("devices").value))}  # fmt: skip
+    ui = {
+        "batch_info": gr.Markdown(
+            batch_markdown(
+                None, f("batch_size").value, f("grad_acumm").value, f("num_epochs").value, f("devices").value
+            )
+        )
+    }
     with gr.Row():
         _render_group(ctx, SPEED)
     ui["plan"] = gr.Markdown(plan_markdown(True, True, True, "auto"))
     with gr.Row():
         ui["estimate"] = gr.Button("Estimate GPU memory", scale=0)
         ui["memory_plan"] = gr.Markdown()
-    with gr.Accordion("Measured quality (speak held-out sentences at each evaluation and score them)", open=False):
-        with gr.Row():
-            _render_group(ctx, QUALITY)
+    quality = "Measured quality (speak held-out sentences at each evaluation and score them)"
+    with gr.Accordion(quality, open=False), gr.Row():
+        _render_group(ctx, QUALITY)
     with gr.Accordion("Advanced", open=False), gr.Row():
         _render_group(ctx, ADVANCED)
     with gr.Row():
@@ -241,17 +263,25 @@ def _progress_section() -> dict[str, Any]:
     with gr.Row():
         ui["loss_plot"] = gr.LinePlot(x="step", y="loss", color="series", label="Loss (train and eval)")
         with gr.Column():
-            ui["quality_table"] = gr.Dataframe(headers=quality_view.QUALITY_COLUMNS, interactive=False, wrap=True,
-                                               label="Measured quality per evaluation (newest first)",
-                                               max_height=300, elem_id="quality-table")  # fmt: skip
+            ui["quality_table"] = gr.Dataframe(
+                headers=quality_view.QUALITY_COLUMNS,
+                interactive=False,
+                wrap=True,
+                label="Measured quality per evaluation (newest first)",
+                max_height=300,
+                elem_id="quality-table",
+            )
             ui["best_info"] = gr.Markdown(elem_id="quality-best")
             with gr.Row():
-                ui["quality_players"] = [gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}")
-                                         for i in range(QUALITY_PLAYERS)]  # fmt: skip
+                ui["quality_players"] = [
+                    gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}")
+                    for i in range(QUALITY_PLAYERS)
+                ]
     ui["memory_plot"] = gr.LinePlot(x="seconds", y="MB", color="series", label="Memory over time")
     ui["memory"] = gr.Markdown(elem_id="memory-panel")
-    ui["log"] = gr.Textbox(label="Log (last lines)", lines=12, max_lines=12, autoscroll=True, interactive=False,
-                           elem_id="training-log")
+    ui["log"] = gr.Textbox(
+        label="Log (last lines)", lines=12, max_lines=12, autoscroll=True, interactive=False, elem_id="training-log"
+    )
     ui["code"] = gr.Code(label="Copy as code: the train_gpt call of this run", language="python", interactive=False)
     ui["timer"] = gr.Timer(REFRESH_SECONDS)
     return ui
@@ -260,12 +290,26 @@ def _progress_section() -> dict[str, Any]:
 def create_train_tab(ctx: UIContext) -> dict[str, Any]:
     with gr.Tab("2. Fine-tune", id="train"):
         ui = {**_settings_section(ctx), **_progress_section()}
-    ui["refresh_outputs"] = [ui[k] for k in ("status", "bar", "loss_plot", "memory", "memory_plot", "log", "code",
-                                             "start", "stop", "start_message")]  # fmt: skip
+    ui["refresh_outputs"] = [
+        ui[k]
+        for k in (
+            "status",
+            "bar",
+            "loss_plot",
+            "memory",
+            "memory_plot",
+            "log",
+            "code",
+            "start",
+            "stop",
+            "start_message",
+        )
+    ]
     _wire_controls(ctx, ui)
     _wire_updates(ctx, ui)
-    return ctx.register("train", {k: ui[k] for k in ("refresh_outputs", "start", "stop", "status", "start_message",
-                                                     "timer")})  # fmt: skip
+    return ctx.register(
+        "train", {k: ui[k] for k in ("refresh_outputs", "start", "stop", "status", "start_message", "timer")}
+    )
 
 
 def _form_handler(handler: Any) -> Any:
@@ -276,34 +320,56 @@ def _form_handler(handler: Any) -> Any:
 def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
     f = ctx.form_component
     components = [f(cid) for cid in form.form_ids()]
-    ui["start"].click(_form_handler(lambda values: start_run(ctx, values)), components, ui["start_message"],
-                      api_name="start_training", concurrency_limit=1, concurrency_id=GPU_QUEUE).then(
-        lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented")  # fmt: skip
+    ui["start"].click(
+        _form_handler(lambda values: start_run(ctx, values)),
+        components,
+        ui["start_message"],
+        api_name="start_training",
+        concurrency_limit=1,
+        concurrency_id=GPU_QUEUE,
+    ).then(lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented")
     ui["stop"].click(lambda: ctx.runner.stop(), None, ui["start_message"], api_name="stop_training")
     # The planner swaps process-wide torch hooks while it traces: never beside a synthesis in this process.
-    ui["estimate"].click(_form_handler(lambda values: memory_plan_markdown(ctx, values)), components,
-                         ui["memory_plan"], api_name="estimate_memory", concurrency_id=GPU_QUEUE,
-                         concurrency_limit=1)  # fmt: skip
+    ui["estimate"].click(
+        _form_handler(lambda values: memory_plan_markdown(ctx, values)),
+        components,
+        ui["memory_plan"],
+        api_name="estimate_memory",
+        concurrency_id=GPU_QUEUE,
+        concurrency_limit=1,
+    )
     toggles = [f("enable_grad_checkpoint"), f("enable_sdpa"), f("enable_mixed_precision"), f("precision")]
     for box in toggles:
         box.change(plan_markdown, toggles, ui["plan"], api_visibility="undocumented")
-    counts = [ctx["dataset.usable_train_rows"], f("batch_size"), f("grad_acumm"), f("num_epochs"), f("devices"),
-              f("learning_rate")]  # fmt: skip
+    counts = [
+        ctx["dataset.usable_train_rows"],
+        f("batch_size"),
+        f("grad_acumm"),
+        f("num_epochs"),
+        f("devices"),
+        f("learning_rate"),
+    ]
     for box in counts:
         box.change(batch_markdown, counts, ui["batch_info"], api_visibility="undocumented")
-    f("resume_from").input(lambda run: form_for_run(ctx, run), f("resume_from"), components,
-                           api_visibility="undocumented")  # fmt: skip
+    f("resume_from").input(
+        lambda run: form_for_run(ctx, run), f("resume_from"), components, api_visibility="undocumented"
+    )
 
 
 def _wire_updates(ctx: UIContext, ui: dict[str, Any]) -> None:
-    ui["timer"].tick(lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented",
-                     show_progress="hidden")  # fmt: skip
+    ui["timer"].tick(
+        lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented", show_progress="hidden"
+    )
     # A replaced value keeps the textarea's scroll position; the newest lines are the ones to see.
     ui["log"].change(None, None, None, js=SCROLL_LOG_TO_END, api_visibility="undocumented")
     quality_seen = gr.State("")
-    ui["timer"].tick(lambda seen: quality_refresh(ctx, seen), quality_seen,
-                     [ui["quality_table"], ui["best_info"], *ui["quality_players"], quality_seen],
-                     api_visibility="undocumented", show_progress="hidden")  # fmt: skip
+    ui["timer"].tick(
+        lambda seen: quality_refresh(ctx, seen),
+        quality_seen,
+        [ui["quality_table"], ui["best_info"], *ui["quality_players"], quality_seen],
+        api_visibility="undocumented",
+        show_progress="hidden",
+    )
 
 
 def register_status_api(ctx: UIContext) -> None:

@@ -28,12 +28,17 @@ def run_lists(ctx: UIContext, seen: str) -> tuple:
     signature = repr(runs)
     if signature == seen:
         return gr.skip(), gr.skip(), gr.skip(), seen
-    return (gr.update(choices=[("(new run)", ""), *runs]), gr.update(choices=ready), gr.update(choices=ready),
-            signature)  # fmt: skip
+    return (
+        gr.update(choices=[("(new run)", ""), *runs]),
+        gr.update(choices=ready),
+        gr.update(choices=ready),
+        signature,
+    )
 
 
-def build_ui(output_dir: str | Path, runner: TrainingRunner | None = None,
-             data_dirs: list[Path] | tuple[Path, ...] = ()) -> tuple[gr.Blocks, UIContext]:  # fmt: skip
+def build_ui(
+    output_dir: str | Path, runner: TrainingRunner | None = None, data_dirs: list[Path] | tuple[Path, ...] = ()
+) -> tuple[gr.Blocks, UIContext]:
     output_dir = Path(output_dir).resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
     for served in ("exports", "synthesized"):
@@ -42,11 +47,17 @@ def build_ui(output_dir: str | Path, runner: TrainingRunner | None = None,
     with gr.Blocks(title="XTTS fine-tuning studio") as demo:
         gr.Markdown("# XTTS fine-tuning studio")
         # The form exists before the tabs: the Dataset tab fills its CSV fields, the Fine-tune tab shows it.
-        ctx.register("form", form.create_components(
-            choices={"version": version_choices(), "language": list(LANGUAGE_CHOICES),
-                     "resume_from": [("(new run)", ""), *ctx.run_choices()]},
-            values={} if detect_gpu().available else {"version": TINY},
-        ))  # fmt: skip
+        ctx.register(
+            "form",
+            form.create_components(
+                choices={
+                    "version": version_choices(),
+                    "language": list(LANGUAGE_CHOICES),
+                    "resume_from": [("(new run)", ""), *ctx.run_choices()],
+                },
+                values={} if detect_gpu().available else {"version": TINY},
+            ),
+        )
         ctx.register("dataset", {"usable_train_rows": gr.State(None)})
         with gr.Tabs():
             create_dataset_tab(ctx)
@@ -63,6 +74,11 @@ def build_ui(output_dir: str | Path, runner: TrainingRunner | None = None,
         lists = [ctx["form.resume_from"], ctx["test.run"], ctx["export.run"]]
         seen = gr.State("")
         demo.load(lambda: run_lists(ctx, ""), None, [*lists, seen], api_visibility="undocumented")
-        ctx["train.timer"].tick(lambda last: run_lists(ctx, last), seen, [*lists, seen],
-                                api_visibility="undocumented", show_progress="hidden")  # fmt: skip
+        ctx["train.timer"].tick(
+            lambda last: run_lists(ctx, last),
+            seen,
+            [*lists, seen],
+            api_visibility="undocumented",
+            show_progress="hidden",
+        )
     return demo, ctx

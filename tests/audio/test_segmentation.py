@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -104,8 +103,15 @@ def test_isolated_short_segment_dropped():
 def test_long_segment_split_at_quietest_frame():
     # 24 s of continuous "speech" with 150 ms dips (too short to be silences): two silent dips
     # at 8.0 s and 14.0 s, two partial (0.3 x) dips at 3.0 s and 19.0 s.
-    bursts = [(0.5, 3.0, 0.5), (3.0, 3.15, 0.15), (3.15, 8.0, 0.5), (8.15, 14.0, 0.5),
-              (14.15, 19.0, 0.5), (19.0, 19.15, 0.15), (19.15, 24.5, 0.5)]
+    bursts = [
+        (0.5, 3.0, 0.5),
+        (3.0, 3.15, 0.15),
+        (3.15, 8.0, 0.5),
+        (8.15, 14.0, 0.5),
+        (14.15, 19.0, 0.5),
+        (19.0, 19.15, 0.15),
+        (19.15, 24.5, 0.5),
+    ]
     wav = synth(25.0, bursts)
     segs = split_on_silence(wav, SR, pad_ms=100, max_segment_s=11.0)
     assert len(segs) == 3

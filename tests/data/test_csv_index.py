@@ -49,7 +49,7 @@ CASES = {
     "header_only": (b"h|t\n", True, []),
     "empty": (b"", True, []),
     "trailing_cr_only": (b"a\n\r", False, [0]),
-    "unicode": ("h|t\nwavs/ä.wav|你好。|spk\nb|ሰላም።|s\n".encode("utf-8"), True, [4, 30]),
+    "unicode": ("h|t\nwavs/ä.wav|你好。|spk\nb|ሰላም።|s\n".encode(), True, [4, 30]),
 }
 
 
@@ -84,7 +84,7 @@ def random_csv(rng: random.Random, rows: int, crlf: bool, bom: bool) -> bytes:
         if rng.random() < 0.1:
             lines.append(b"")  # blank lines scattered through the file
         text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 12)))
-        lines.append(f"wavs/clip_{i:07d}.wav|{text}|speaker_{i % 4}".encode("utf-8"))
+        lines.append(f"wavs/clip_{i:07d}.wav|{text}|speaker_{i % 4}".encode())
     data = nl.join(lines)
     if rng.random() < 0.5:
         data += nl

@@ -58,9 +58,11 @@ def truncated_wav(path: Path, seconds: float = 5.14, keep: float = 0.5) -> Path:
 def test_wav_header_longer_than_its_data_is_an_error(tmp_path, audio_check):
     truncated_wav(tmp_path / "wavs" / "cut.wav")
     report = validate(dataset(tmp_path, {"wavs/cut.wav": "five seconds of words"}), audio_check=audio_check)
-    assert reasons(report, 4) == ["error: Audio is truncated: its WAV header declares 5.14 s but the file holds only "
-                                  "2.57 s (an interrupted copy or export?), so its text would not match. Copy or "
-                                  "export it again."]  # fmt: skip
+    assert reasons(report, 4) == [
+        "error: Audio is truncated: its WAV header declares 5.14 s but the file holds only "
+        "2.57 s (an interrupted copy or export?), so its text would not match. Copy or "
+        "export it again."
+    ]
     assert report.rows_usable == 2
 
 
@@ -103,9 +105,11 @@ def test_float_wav_over_full_scale_is_flagged_with_what_prepare_does(tmp_path):
     hot_float_wav(tmp_path / "wavs" / "hot.wav")
     report = validate(dataset(tmp_path, {"wavs/hot.wav": "loud"}))
     assert report.rows_usable == 3
-    assert reasons(report, 4) == ["warning: Clip peaks at 8.00, 18.1 dB over full scale (FLOAT audio). Prepare scales "
-                                  "it down to a 0.99 peak instead of clipping it; training straight from this CSV "
-                                  "would clip it (coqui's loader cuts samples at 1.0)."]  # fmt: skip
+    assert reasons(report, 4) == [
+        "warning: Clip peaks at 8.00, 18.1 dB over full scale (FLOAT audio). Prepare scales "
+        "it down to a 0.99 peak instead of clipping it; training straight from this CSV "
+        "would clip it (coqui's loader cuts samples at 1.0)."
+    ]
 
 
 def test_pcm_at_full_scale_may_be_clipped(tmp_path):
@@ -180,10 +184,15 @@ needs_ffmpeg = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg
 def test_long_m4a_is_measured_from_its_header(tmp_path):
     m4a = tmp_path / "wavs" / "long.m4a"
     m4a.parent.mkdir(parents=True)
-    subprocess.run(["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=300:duration=13", "-ac", "2",
-                    str(m4a)], check=True)  # fmt: skip
+    subprocess.run(
+        ["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=300:duration=13", "-ac", "2", str(m4a)],
+        check=True,
+    )
     report = validate(dataset(tmp_path, {"wavs/long.m4a": "thirteen seconds"}))
-    assert reasons(report, 4)[0].startswith("error: Clip is 13.0") and "longer than the 11.61 s limit" in reasons(report, 4)[0]
+    assert (
+        reasons(report, 4)[0].startswith("error: Clip is 13.0")
+        and "longer than the 11.61 s limit" in reasons(report, 4)[0]
+    )
     wav, rate = load_audio(m4a, None, seconds=3)
     assert rate == 44100 and abs(len(wav) - 3 * 44100) < 1100
 
@@ -214,8 +223,15 @@ def test_under_a_memory_limit_validation_finishes_and_decoding_fails_cleanly(tmp
     dataset(tmp_path, {})
     (tmp_path / "small.csv").write_text((tmp_path / "m.csv").read_text())
     (tmp_path / "big.csv").write_text(f"{HEADER}\nwavs/long.wav|two minutes|a\nwavs/good0.wav|good|a\n")
-    result = subprocess.run([sys.executable, "-c", _UNDER_A_MEMORY_LIMIT, str(tmp_path)], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parents[2], timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", _UNDER_A_MEMORY_LIMIT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.splitlines() == ["AudioError: is too long to decode in memory; cut it into shorter files",
-                                          "usable 2 []"]  # fmt: skip
+    assert result.stdout.splitlines() == [
+        "AudioError: is too long to decode in memory; cut it into shorter files",
+        "usable 2 []",
+    ]

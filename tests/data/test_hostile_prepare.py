@@ -34,8 +34,9 @@ def test_the_same_clips_from_another_path_are_not_added_again(tmp_path):
     train, evaluation = prepared_rows(tmp_path / "out")
     assert (again.added_train, again.added_eval, again.skipped_existing) == (0, 0, 8)
     assert (len(train), len(evaluation)) == (7, 1), "8 clips stay 7 train + 1 eval (the issue saw 14 + 2)"
-    assert again.summary().splitlines() == [f"Prepared in {tmp_path / 'out'}: 7 train and 1 eval rows (0 + 0 new, 8 "
-                                            "already there)."]  # fmt: skip
+    assert again.summary().splitlines() == [
+        f"Prepared in {tmp_path / 'out'}: 7 train and 1 eval rows (0 + 0 new, 8 already there)."
+    ]
 
 
 def test_the_same_audio_in_another_container_is_recognised(tmp_path):
@@ -60,8 +61,9 @@ def test_two_rows_with_the_same_audio_in_one_csv_are_added_once(tmp_path):
         handle.write("wavs/copy.wav|the same clip again|speaker_a\n")
     result = prepare(source, tmp_path / "out")
     assert result.added_train + result.added_eval == 4 and result.skipped_existing == 1
-    assert result.notes == ["1 row(s) have the same audio as an earlier row and were added once: line 6 "
-                            "(wavs/copy.wav) = line 3."]  # fmt: skip
+    assert result.notes == [
+        "1 row(s) have the same audio as an earlier row and were added once: line 6 (wavs/copy.wav) = line 3."
+    ]
 
 
 def test_float_audio_over_full_scale_is_scaled_not_clipped(tmp_path):
@@ -79,8 +81,10 @@ def test_float_audio_over_full_scale_is_scaled_not_clipped(tmp_path):
     assert np.abs(written).max() == pytest.approx(0.99, abs=2 / 32768)
     assert np.mean(np.abs(written) >= 0.999) == 0.0, "no sample sits at full scale: nothing was clipped"
     assert np.corrcoef(written, hot)[0, 1] > 0.9999, "the waveform is the source's, scaled"
-    assert result.notes == ["1 clip(s) went over full scale (float audio) and were scaled down to a 0.99 peak, not "
-                            "clipped: line 2 (wavs/hot.wav, peak 8.00)."]  # fmt: skip
+    assert result.notes == [
+        "1 clip(s) went over full scale (float audio) and were scaled down to a 0.99 peak, not "
+        "clipped: line 2 (wavs/hot.wav, peak 8.00)."
+    ]
     assert "scaled down to a 0.99 peak" in result.summary()
 
 

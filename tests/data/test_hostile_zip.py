@@ -53,10 +53,16 @@ def refused(zip_path: Path, root: Path, match: str, **limits) -> None:
 
 
 def test_bomb_is_refused_before_writing_from_its_declared_ratio(tmp_path):
-    bomb = zip_of(tmp_path / "bomb.zip", {"voice/metadata.csv": b"audio_file|text\n", "zeros.bin": bytes(100 * 1024**2)})
+    bomb = zip_of(
+        tmp_path / "bomb.zip", {"voice/metadata.csv": b"audio_file|text\n", "zeros.bin": bytes(100 * 1024**2)}
+    )
     assert bomb.stat().st_size < 200 * 1024  # 100 MiB in about 100 KB: the 4 MB / 3.9 GB shape
-    refused(bomb, tmp_path / "datasets", r"entry 'zeros.bin': 104857600 bytes from \d+ compressed, a ratio over the "
-                                         r"limit of 100:1 \(a zip bomb\?\)")  # fmt: skip
+    refused(
+        bomb,
+        tmp_path / "datasets",
+        r"entry 'zeros.bin': 104857600 bytes from \d+ compressed, a ratio over the "
+        r"limit of 100:1 \(a zip bomb\?\)",
+    )
 
 
 def _declare_compressed_size(zip_path: Path, name: str, fake: int) -> None:
@@ -77,7 +83,9 @@ def _declare_compressed_size(zip_path: Path, name: str, fake: int) -> None:
 def test_bomb_that_lies_about_its_compressed_size_is_stopped_while_streaming(tmp_path):
     # 1 MiB of noise after it makes the archive big enough that its declared sizes look harmless (60:1).
     noise = np.random.default_rng(0).bytes(1024**2)
-    bomb = zip_of(tmp_path / "liar.zip", {"a.txt": b"a first file", "zeros.bin": bytes(64 * 1024**2), "noise.bin": noise})
+    bomb = zip_of(
+        tmp_path / "liar.zip", {"a.txt": b"a first file", "zeros.bin": bytes(64 * 1024**2), "noise.bin": noise}
+    )
     _declare_compressed_size(bomb, "zeros.bin", 60 * 1024**2)
     assert zipfile.ZipFile(bomb).getinfo("zeros.bin").compress_size == 60 * 1024**2  # the lie is what is read
     target = tmp_path / "out"
@@ -110,9 +118,13 @@ def test_silent_short_wav_with_a_huge_ratio_is_fine_below_the_floor(tmp_path):
 
 def test_nested_zip_without_a_csv_is_refused_and_removed(tmp_path, voice_zip):
     nested = zip_of(tmp_path / "nested.zip", {"inner/voice.zip": voice_zip.read_bytes()})
-    refused(nested, tmp_path / "datasets", r"The zip holds no metadata CSV \(audio_file\|text\|speaker_name\) next to "
-                                           r"its audio. It holds another archive \(voice.zip\): zip the CSV and the "
-                                           r"audio themselves.")  # fmt: skip
+    refused(
+        nested,
+        tmp_path / "datasets",
+        r"The zip holds no metadata CSV \(audio_file\|text\|speaker_name\) next to "
+        r"its audio. It holds another archive \(voice.zip\): zip the CSV and the "
+        r"audio themselves.",
+    )
 
 
 def test_thousands_of_files_without_a_csv_are_refused_and_removed(tmp_path):
@@ -137,7 +149,9 @@ def test_unsupported_compression_is_a_clear_refusal(tmp_path):
     for at in (8, data.find(b"PK\x01\x02") + 10):  # local and central method fields: 9 = deflate64
         data[at : at + 2] = struct.pack("<H", 9)
     path.write_bytes(bytes(data))
-    refused(path, tmp_path / "datasets", r"entry 'metadata.csv': .*not supported.*; zip it again with ordinary \(deflate\)")
+    refused(
+        path, tmp_path / "datasets", r"entry 'metadata.csv': .*not supported.*; zip it again with ordinary \(deflate\)"
+    )
 
 
 def test_the_same_upload_is_extracted_once_and_reused(tmp_path, voice_zip):

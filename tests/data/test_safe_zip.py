@@ -93,14 +93,14 @@ def _patch_declared_size(zpath: Path, name: str, fake_size: int) -> None:
     data = bytearray(zpath.read_bytes())
     with zipfile.ZipFile(zpath) as zf:
         local = zf.getinfo(name).header_offset
-    assert data[local:local + 4] == b"PK\x03\x04"
-    data[local + 22:local + 26] = struct.pack("<I", fake_size)
+    assert data[local : local + 4] == b"PK\x03\x04"
+    data[local + 22 : local + 26] = struct.pack("<I", fake_size)
     pos = data.find(b"PK\x01\x02")
     patched = False
     while pos != -1:
         name_len = struct.unpack_from("<H", data, pos + 28)[0]
-        if data[pos + 46:pos + 46 + name_len] == name.encode():
-            data[pos + 24:pos + 28] = struct.pack("<I", fake_size)
+        if data[pos + 46 : pos + 46 + name_len] == name.encode():
+            data[pos + 24 : pos + 28] = struct.pack("<I", fake_size)
             patched = True
         pos = data.find(b"PK\x01\x02", pos + 4)
     assert patched
@@ -171,7 +171,7 @@ def test_not_a_zip(tmp_path):
 def test_good_zip_extracts_identical_bytes(tmp_path):
     rng_bytes = os.urandom(300_000)
     content = {
-        "dataset/metadata.csv": "audio_file|text|speaker_name\nwavs/a.wav|Hello.|me\n".encode(),
+        "dataset/metadata.csv": b"audio_file|text|speaker_name\nwavs/a.wav|Hello.|me\n",
         "dataset/wavs/a.wav": rng_bytes,
         "dataset/wavs/deep/er/b.wav": b"\x00\x01" * 5000,
         "dataset/notes ü.txt": "ünïcödé".encode(),

@@ -30,23 +30,30 @@ from utils.data.transcription import (
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("Hello world. How are you? I'm fine! Thanks…  Bye",
-     ["Hello world.", "How are you?", "I'm fine!", "Thanks…", "Bye"]),
-    ("It costs 3.5 dollars. Mr. Smith and Dr. Jones agree, e.g. on price. Right?!",
-     ["It costs 3.5 dollars.", "Mr. Smith and Dr. Jones agree, e.g. on price.", "Right?!"]),
-    ('He said "stop." Then he left.', ['He said "stop."', "Then he left."]),
-    ("One; two: three, four. Five", ["One; two: three, four.", "Five"]),
-    ("Visit example.com today. Wait...what? Yes.", ["Visit example.com today.", "Wait...what?", "Yes."]),
-    ("你好。今天天气很好！你呢？好的", ["你好。", "今天天气很好！", "你呢？", "好的"]),
-    ("「走吧。」他说。", ["「走吧。」", "他说。"]),
-    ("ሰላም፣ እንዴት ነህ። ደህና ነኝ፧ አመሰግናለሁ።", ["ሰላም፣ እንዴት ነህ።", "ደህና ነኝ፧", "አመሰግናለሁ።"]),
-    ("كيف حالك؟ أنا بخير.", ["كيف حالك؟", "أنا بخير."]),
-    ("آپ کیسے ہیں۔ میں ٹھیک ہوں۔", ["آپ کیسے ہیں۔", "میں ٹھیک ہوں۔"]),
-    ("मैं ठीक हूँ। आप कैसे हैं? धन्यवाद॥", ["मैं ठीक हूँ।", "आप कैसे हैं?", "धन्यवाद॥"]),
-    ("", []),
-    ("   ", []),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        (
+            "Hello world. How are you? I'm fine! Thanks…  Bye",
+            ["Hello world.", "How are you?", "I'm fine!", "Thanks…", "Bye"],
+        ),
+        (
+            "It costs 3.5 dollars. Mr. Smith and Dr. Jones agree, e.g. on price. Right?!",
+            ["It costs 3.5 dollars.", "Mr. Smith and Dr. Jones agree, e.g. on price.", "Right?!"],
+        ),
+        ('He said "stop." Then he left.', ['He said "stop."', "Then he left."]),
+        ("One; two: three, four. Five", ["One; two: three, four.", "Five"]),
+        ("Visit example.com today. Wait...what? Yes.", ["Visit example.com today.", "Wait...what?", "Yes."]),
+        ("你好。今天天气很好！你呢？好的", ["你好。", "今天天气很好！", "你呢？", "好的"]),
+        ("「走吧。」他说。", ["「走吧。」", "他说。"]),
+        ("ሰላም፣ እንዴት ነህ። ደህና ነኝ፧ አመሰግናለሁ።", ["ሰላም፣ እንዴት ነህ።", "ደህና ነኝ፧", "አመሰግናለሁ።"]),
+        ("كيف حالك؟ أنا بخير.", ["كيف حالك؟", "أنا بخير."]),
+        ("آپ کیسے ہیں۔ میں ٹھیک ہوں۔", ["آپ کیسے ہیں۔", "میں ٹھیک ہوں۔"]),
+        ("मैं ठीक हूँ। आप कैसे हैं? धन्यवाद॥", ["मैं ठीक हूँ।", "आप कैसे हैं?", "धन्यवाद॥"]),
+        ("", []),
+        ("   ", []),
+    ],
+)
 def test_split_sentences(text, expected):
     assert split_sentences(text) == expected
 
@@ -95,11 +102,28 @@ def test_short_sentence_continues_into_next():
     assert [c.text for c in clips] == ["Yes. I think so."]
 
 
-@pytest.mark.parametrize("word,expected", [
-    ("world.", True), ("fine!", True), ("really?!", True), ('"stop."', True), ("well…", True),
-    ("Dr.", False), ("mr.", False), ("e.g.", False), ("3.5", False), ("one;", False), ("so,", False),
-    ("你好。", True), ("ነህ።", True), ("ሰላም፣", False), ("حالك؟", True), ("हूँ।", True), ("", False),
-])
+@pytest.mark.parametrize(
+    "word,expected",
+    [
+        ("world.", True),
+        ("fine!", True),
+        ("really?!", True),
+        ('"stop."', True),
+        ("well…", True),
+        ("Dr.", False),
+        ("mr.", False),
+        ("e.g.", False),
+        ("3.5", False),
+        ("one;", False),
+        ("so,", False),
+        ("你好。", True),
+        ("ነህ።", True),
+        ("ሰላም፣", False),
+        ("حالك؟", True),
+        ("हूँ।", True),
+        ("", False),
+    ],
+)
 def test_ends_sentence(word, expected):
     assert ends_sentence(word) is expected
 
@@ -111,9 +135,11 @@ def test_abbreviation_does_not_close_a_clip():
 
 
 def test_short_sentence_joins_the_following_one():
-    words = (words_every(["A", "long", "first", "sentence."], 0.0, dur=0.35, gap=0.2)  # 0-2.0
-             + [W("Yes.", 2.2, 2.5)]
-             + words_every(["Another", "sentence", "here."], 3.3))
+    words = (
+        words_every(["A", "long", "first", "sentence."], 0.0, dur=0.35, gap=0.2)  # 0-2.0
+        + [W("Yes.", 2.2, 2.5)]
+        + words_every(["Another", "sentence", "here."], 3.3)
+    )
     clips = segments_to_clips(np.zeros(samples(6), dtype=np.float32), SR, words)
     assert [c.text for c in clips] == ["A long first sentence.", "Yes. Another sentence here."]
 
@@ -161,8 +187,14 @@ def test_max_length_prefers_sentence_end():
 
 def test_padding_stops_at_neighbours_and_signal():
     wav = np.zeros(samples(3.0), dtype=np.float32)
-    words = [W("One", 0.03, 0.5), W("two", 0.6, 1.0), W("three.", 1.1, 1.45),  # starts 30 ms in
-             W("Next", 1.5, 1.9), W("words", 2.0, 2.4), W("here.", 2.5, 2.98)]  # ends 20 ms before the end
+    words = [
+        W("One", 0.03, 0.5),
+        W("two", 0.6, 1.0),
+        W("three.", 1.1, 1.45),  # starts 30 ms in
+        W("Next", 1.5, 1.9),
+        W("words", 2.0, 2.4),
+        W("here.", 2.5, 2.98),
+    ]  # ends 20 ms before the end
     clips = segments_to_clips(wav, SR, words, pad_s=0.1)
     assert [c.text for c in clips] == ["One two three.", "Next words here."]
     assert clips[0].start == 0
@@ -173,8 +205,11 @@ def test_padding_stops_at_neighbours_and_signal():
 
 
 def test_overlong_word_is_dropped_and_not_bridged():
-    words = words_every(["Alpha", "beta", "gamma."], 0.2, dur=0.4, gap=0.2) + [W("garbage", 2.0, 14.0)] + \
-        words_every(["Delta", "epsilon", "zeta."], 14.2, dur=0.4, gap=0.2)
+    words = (
+        words_every(["Alpha", "beta", "gamma."], 0.2, dur=0.4, gap=0.2)
+        + [W("garbage", 2.0, 14.0)]
+        + words_every(["Delta", "epsilon", "zeta."], 14.2, dur=0.4, gap=0.2)
+    )
     clips = segments_to_clips(np.zeros(samples(16.5), dtype=np.float32), SR, words)
     assert [c.text for c in clips] == ["Alpha beta gamma.", "Delta epsilon zeta."]
     assert clips[0].end <= samples(2.0) and clips[1].start >= samples(14.0)
@@ -185,8 +220,9 @@ def test_join_words_scripts():
     assert join_words(["こんにちは", "。"]) == "こんにちは。"
     assert join_words([" Hello", " world. "]) == "Hello world."
     assert join_words(["ሰላም፣", "እንዴት", "ነህ።"]) == "ሰላም፣ እንዴት ነህ።"
-    clips = segments_to_clips(np.zeros(samples(3), dtype=np.float32), SR,
-                              [W("今天", 0.1, 0.5), W("天气", 0.6, 1.0), W("很好。", 1.1, 1.6)])
+    clips = segments_to_clips(
+        np.zeros(samples(3), dtype=np.float32), SR, [W("今天", 0.1, 0.5), W("天气", 0.6, 1.0), W("很好。", 1.1, 1.6)]
+    )
     assert [c.text for c in clips] == ["今天天气很好。"]
 
 
@@ -201,13 +237,28 @@ def test_clip_arguments_validated():
 
 WORD_DUR = 0.4
 # Each word is a tone at its own frequency; the fake identifies words by frequency.
-VOCAB = {f: text for f, text in zip(range(300, 1500, 100), [
-    "Hello", "world.", "This", "is", "fine.", "Dr.", "Smith", "paid", "3.5", "dollars.", "Bye.", "unused"])}
+VOCAB = {
+    f: text
+    for f, text in zip(
+        range(300, 1500, 100),
+        ["Hello", "world.", "This", "is", "fine.", "Dr.", "Smith", "paid", "3.5", "dollars.", "Bye.", "unused"],
+    )
+}
 FREQ = {text: f for f, text in VOCAB.items()}
 # (text, start s): three sentences in two speech stretches, then a lone short word.
-SCRIPT = [("Hello", 0.5), ("world.", 1.15), ("This", 1.8), ("is", 2.45), ("fine.", 3.1),
-          ("Dr.", 4.7), ("Smith", 5.35), ("paid", 6.0), ("3.5", 6.65), ("dollars.", 7.3),
-          ("Bye.", 9.2)]
+SCRIPT = [
+    ("Hello", 0.5),
+    ("world.", 1.15),
+    ("This", 1.8),
+    ("is", 2.45),
+    ("fine.", 3.1),
+    ("Dr.", 4.7),
+    ("Smith", 5.35),
+    ("paid", 6.0),
+    ("3.5", 6.65),
+    ("dollars.", 7.3),
+    ("Bye.", 9.2),
+]
 TOTAL_S = 10.5
 EXPECTED = [  # (text, first word start, last word end)
     ("Hello world.", 0.5, 1.55),
@@ -223,7 +274,7 @@ def synth_recording(sr: int, script=SCRIPT, total_s=TOTAL_S, seed=0) -> np.ndarr
     fade = np.minimum(1, np.minimum(t, t[::-1]) / 0.005)  # 5 ms ramps: no clicks
     for text, start in script:
         a = round(start * sr)
-        wav[a:a + len(t)] = 0.5 * np.sin(2 * np.pi * FREQ[text] * t) * fade
+        wav[a : a + len(t)] = 0.5 * np.sin(2 * np.pi * FREQ[text] * t) * fade
     return wav
 
 
@@ -231,7 +282,7 @@ def detect_bursts(wav: np.ndarray, sr: int, win_s=0.005, thresh=0.05):
     """The fake's own (independent) burst finder: 5 ms RMS windows above a fixed threshold."""
     win = max(1, round(win_s * sr))
     n = len(wav) // win
-    rms = np.sqrt(np.mean(wav[:n * win].reshape(n, win).astype(np.float64) ** 2, axis=1))
+    rms = np.sqrt(np.mean(wav[: n * win].reshape(n, win).astype(np.float64) ** 2, axis=1))
     loud = np.flatnonzero(rms > thresh)
     bursts = []
     for i in loud:
@@ -286,8 +337,9 @@ def test_transcribe_recordings_end_to_end(tmp_path):
     out = tmp_path / "dataset"
     fake = FakeTranscriber()
     events = []
-    csv_path = transcribe_recordings([rec], out, fake, language="en", speaker_name="alice",
-                                     progress=lambda d, t, m: events.append((d, t, m)))
+    csv_path = transcribe_recordings(
+        [rec], out, fake, language="en", speaker_name="alice", progress=lambda d, t, m: events.append((d, t, m))
+    )
 
     assert csv_path == out / "metadata.csv"
     lines = csv_path.read_text(encoding="utf-8").splitlines()
@@ -308,8 +360,9 @@ def test_transcribe_recordings_end_to_end(tmp_path):
         lead, trail = onset_offset(clip, 22050)
         assert lead == pytest.approx(0.1, abs=0.015) and trail == pytest.approx(0.1, abs=0.015)
         first_word = next(t for t, s in SCRIPT if s == first)
-        assert dominant_freq(clip[round(0.12 * 22050):round(0.48 * 22050)], 22050) == \
-            pytest.approx(FREQ[first_word], abs=5)  # the clip holds the right audio
+        assert dominant_freq(clip[round(0.12 * 22050) : round(0.48 * 22050)], 22050) == pytest.approx(
+            FREQ[first_word], abs=5
+        )  # the clip holds the right audio
 
     # One call per speech segment (the lone "Bye." never reaches the recogniser), at 22.05 kHz.
     assert len(fake.calls) == 2 and all(c[1:] == (22050, "en") for c in fake.calls)

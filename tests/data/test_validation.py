@@ -11,8 +11,8 @@ import pytest
 import soundfile as sf
 
 from tests.helpers import SAMPLE_RATE, digests, synth_speech, write_clip, write_dataset
-from utils.data.validation import MAX_LISTED_PROBLEMS, validate_dataset
 from utils.data.prepare import EVAL_FILE, LANG_FILE, TRAIN_FILE, prepare_dataset
+from utils.data.validation import MAX_LISTED_PROBLEMS, validate_dataset
 
 
 def make_clips(folder: Path, n: int = 4) -> list[str]:
@@ -43,8 +43,10 @@ def test_each_separator_is_detected_and_said(tmp_path, separator, name):
 
 def test_comma_file_with_quoted_and_unquoted_commas(tmp_path):
     clips = make_clips(tmp_path, 3)
-    text = (f'audio_file,text,speaker_name\n{clips[0]},"Hello, world",a\n{clips[1]},Hi, there, friend,a\n'
-            f"{clips[2]},plain,a\n")  # fmt: skip
+    text = (
+        f'audio_file,text,speaker_name\n{clips[0]},"Hello, world",a\n{clips[1]},Hi, there, friend,a\n'
+        f"{clips[2]},plain,a\n"
+    )
     (tmp_path / "m.csv").write_text(text)
     report = validate_dataset(tmp_path / "m.csv")
     rows = {row.line: row.text for row, _ in report.iter_usable("train")} | {
@@ -96,8 +98,13 @@ def test_ljspeech_layout(tmp_path):
 def test_absolute_windows_style_and_windows_drive_paths(tmp_path):
     clips = make_clips(tmp_path, 2)
     absolute = tmp_path / clips[0]
-    rows = ["audio_file|text|speaker_name", f"{absolute}|absolute|a", f"{clips[1].replace('/', chr(92))}|backslashes|a",
-            r"C:\Users\me\voice\c9.wav|drive|a", f"{tmp_path.name}/{clips[1]}|doubled folder|a"]  # fmt: skip
+    rows = [
+        "audio_file|text|speaker_name",
+        f"{absolute}|absolute|a",
+        f"{clips[1].replace('/', chr(92))}|backslashes|a",
+        r"C:\Users\me\voice\c9.wav|drive|a",
+        f"{tmp_path.name}/{clips[1]}|doubled folder|a",
+    ]
     (tmp_path / "m.csv").write_text("\n".join(rows) + "\n")
     report = validate_dataset(tmp_path / "m.csv")
     found = problems_by_line(report)
@@ -130,8 +137,16 @@ def test_every_kind_of_bad_row_gets_its_reason_and_good_rows_survive(tmp_path):
     before = digests(folder)
     report = validate_dataset(folder / "m.csv", language="en")
     found = problems_by_line(report)
-    expected = {4: "shorter than 1 s", 5: "longer than the 11.61 s limit", 6: "silent", 7: "cannot be decoded",
-                8: "not found", 9: "Text is empty", 10: "over the 250-character limit", 11: "Same audio file as line 2"}  # fmt: skip
+    expected = {
+        4: "shorter than 1 s",
+        5: "longer than the 11.61 s limit",
+        6: "silent",
+        7: "cannot be decoded",
+        8: "not found",
+        9: "Text is empty",
+        10: "over the 250-character limit",
+        11: "Same audio file as line 2",
+    }
     for line, reason in expected.items():
         assert any(reason in r for r in found.get(line, [])), (line, found.get(line))
     assert report.rows_read == 10 and report.rows_usable == 2
@@ -150,8 +165,12 @@ def test_language_codes(tmp_path):
 
 def test_vocab_check_flags_unknown_characters_and_token_overflow(tmp_path, tiny_base):
     clips = make_clips(tmp_path, 3)
-    rows = ["audio_file|text|speaker_name", f"{clips[0]}|plain english|a", f"{clips[1]}|english 漢字 mixed|a",
-            f"{clips[2]}|{'x, ' * 80}|a"]  # fmt: skip
+    rows = [
+        "audio_file|text|speaker_name",
+        f"{clips[0]}|plain english|a",
+        f"{clips[1]}|english 漢字 mixed|a",
+        f"{clips[2]}|{'x, ' * 80}|a",
+    ]
     (tmp_path / "m.csv").write_text("\n".join(rows) + "\n")
     report = validate_dataset(tmp_path / "m.csv", language="en", vocab_path=tiny_base.vocab)
     found = problems_by_line(report)
@@ -208,7 +227,9 @@ def test_large_csv_validates_in_bounded_memory(tmp_path):
     assert report.rows_read == 60_000 and report.rows_usable == 0 and report.audio_check == "header"
     row_problems = [p for p in report.problems if p.line]  # plus one dataset-level error saying why it is not ready
     assert len(row_problems) == MAX_LISTED_PROBLEMS and sum(report.problem_counts.values()) == 60_000
-    assert [p.reason for p in report.file_errors] == ["None of the 60000 rows is usable: each one's reason is listed by line."]
+    assert [p.reason for p in report.file_errors] == [
+        "None of the 60000 rows is usable: each one's reason is listed by line."
+    ]
     growth = big_peak - small_peak
     assert growth < 512 * 1024, f"3x the rows took {growth / 1024:.0f} KiB more (peaks {small_peak}, {big_peak})"
     assert seen[-1] == (60_000, 60_000) and len(seen) > 10, "progress was reported as the rows were checked"
@@ -277,8 +298,16 @@ def test_train_gpt_lists_the_rows_it_drops_in_the_run_folder(tmp_path, tiny_base
     csv_path = write_dataset(tmp_path / "data", n=6)
     with open(csv_path, "a") as handle:
         handle.write("wavs/missing.wav|gone|speaker_a\n")
-    result = train_gpt(version="tiny", train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=1,
-                       batch_size=4, enable_mixed_precision=False, num_workers=0, quality_eval=0)  # fmt: skip
+    result = train_gpt(
+        version="tiny",
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        num_epochs=1,
+        batch_size=4,
+        enable_mixed_precision=False,
+        num_workers=0,
+        quality_eval=0,
+    )
     with open(Path(result.run_dir) / "dropped_rows.csv") as handle:
         dropped = list(csv.DictReader(handle))
     assert [(d["line"], d["audio_file"]) for d in dropped] == [("8", "wavs/missing.wav")]

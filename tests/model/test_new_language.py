@@ -9,14 +9,21 @@ import pytest
 import torch
 
 from tests.helpers import write_dataset
+from utils.model.vocab import extend_vocab, prepare_vocab, resize_text_tokens, vocab_size
 from utils.text.amharic import amharic_g2p, normalize_amharic
 from utils.text.tokenizer import FineTuneTokenizer
-from utils.model.vocab import extend_vocab, prepare_vocab, resize_text_tokens, vocab_size
 
 AMHARIC = [
-    "ሰላም ለዓለም።", "እንደምን አደርክ?", "ቡና እጠጣለሁ።", "አዲስ አበባ ትልቅ ከተማ ናት።", "ኢትዮጵያ ውብ ሀገር ናት።",
-    "፲፪ ሰዎች መጡ።", "ቋንቋ ትምህርት ቤት ይማራሉ።", "እናት እና አባት ቤት ናቸው።", "ልጆች በ2024 ትምህርት ጀመሩ።",
-]  # fmt: skip
+    "ሰላም ለዓለም።",
+    "እንደምን አደርክ?",
+    "ቡና እጠጣለሁ።",
+    "አዲስ አበባ ትልቅ ከተማ ናት።",
+    "ኢትዮጵያ ውብ ሀገር ናት።",
+    "፲፪ ሰዎች መጡ።",
+    "ቋንቋ ትምህርት ቤት ይማራሉ።",
+    "እናት እና አባት ቤት ናቸው።",
+    "ልጆች በ2024 ትምህርት ጀመሩ።",
+]
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +73,16 @@ def test_resize_keeps_trained_rows_and_starts_new_ones_from_their_statistics():
     from TTS.tts.layers.xtts.gpt import GPT
 
     torch.manual_seed(0)
-    gpt = GPT(layers=1, model_dim=32, heads=2, number_text_tokens=100, num_audio_tokens=1026,
-              start_audio_token=1024, stop_audio_token=1025, use_perceiver_resampler=True)  # fmt: skip
+    gpt = GPT(
+        layers=1,
+        model_dim=32,
+        heads=2,
+        number_text_tokens=100,
+        num_audio_tokens=1026,
+        start_audio_token=1024,
+        stop_audio_token=1025,
+        use_perceiver_resampler=True,
+    )
     with torch.no_grad():
         gpt.text_embedding.weight.mul_(3.0).add_(1.5)
     old_embedding = gpt.text_embedding.weight.detach().clone()
@@ -104,10 +119,19 @@ def test_amharic_run_with_g2p_reloads_and_inference_uses_the_same_front_end(tmp_
     from utils.model.inference import load_voice, synthesize
 
     csv_path = write_dataset(tmp_path / "data", n=10, texts=AMHARIC)
-    common = dict(version="tiny", num_epochs=1, batch_size=4, grad_acumm=1, enable_mixed_precision=False,
-                  num_workers=0, print_step=50, quality_eval=0)  # fmt: skip
-    result = train_gpt(language="am", use_amharic_g2p=True, train_csv=str(csv_path),
-                       output_path=str(tmp_path / "out"), **common)  # fmt: skip
+    common = dict(
+        version="tiny",
+        num_epochs=1,
+        batch_size=4,
+        grad_acumm=1,
+        enable_mixed_precision=False,
+        num_workers=0,
+        print_step=50,
+        quality_eval=0,
+    )
+    result = train_gpt(
+        language="am", use_amharic_g2p=True, train_csv=str(csv_path), output_path=str(tmp_path / "out"), **common
+    )
     assert result.status == "finished"
     run = json.loads((Path(result.run_dir) / "run.json").read_text())
     assert run["language"] == "amh" and run["text_frontend"] == {"language": "amh", "amharic_g2p": True}
@@ -142,8 +166,14 @@ def test_amharic_run_with_g2p_reloads_and_inference_uses_the_same_front_end(tmp_
     assert rate == 24000 and wav.size > 0
 
     # A second run starting from the fine-tuned model keeps the extended vocab and shapes.
-    again = train_gpt(language="amh", use_amharic_g2p=True, custom_model=str(ready / "model.pth"),
-                      train_csv=str(csv_path), output_path=str(tmp_path / "out2"), **common)  # fmt: skip
+    again = train_gpt(
+        language="amh",
+        use_amharic_g2p=True,
+        custom_model=str(ready / "model.pth"),
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out2"),
+        **common,
+    )
     assert again.status == "finished"
     assert json.loads((Path(again.run_dir) / "run.json").read_text())["vocab"]["extended"] is False
 
@@ -160,4 +190,11 @@ def test_resuming_reuses_the_runs_vocab_even_when_the_text_changed(tmp_path, tin
 def test_whisper_gets_the_codes_it_knows():
     from utils.text.languages import whisper_language
 
-    assert [whisper_language(c) for c in ("amh", "am", "zh-cn", "en", "auto", "")] == ["am", "am", "zh", "en", None, None]
+    assert [whisper_language(c) for c in ("amh", "am", "zh-cn", "en", "auto", "")] == [
+        "am",
+        "am",
+        "zh",
+        "en",
+        None,
+        None,
+    ]

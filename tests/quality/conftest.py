@@ -17,8 +17,11 @@ def espeak_clips(tmp_path_factory) -> dict[tuple[str, int], Path]:
     if shutil.which("espeak-ng") is None:
         pytest.skip("espeak-ng is not installed (scripts/setup.sh --test installs it)")
     folder = tmp_path_factory.mktemp("espeak")
-    return {(voice, i): speak(text, folder / voice / f"s{i}.wav", voice)
-            for voice in (VOICE_A, VOICE_B) for i, text in enumerate(SENTENCES)}
+    return {
+        (voice, i): speak(text, folder / voice / f"s{i}.wav", voice)
+        for voice in (VOICE_A, VOICE_B)
+        for i, text in enumerate(SENTENCES)
+    }
 
 
 @pytest.fixture(scope="session")

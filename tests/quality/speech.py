@@ -22,6 +22,7 @@ VOICE_B = "en-us+f3"
 def speak(text: str, path: Path, voice: str, speed: int = 130) -> Path:
     """espeak-ng speech (22.05 kHz mono 16-bit wav) of ``text`` in ``voice`` at ``speed`` words per minute."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(path), text], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(path), text], check=True, capture_output=True, timeout=60
+    )
     return path

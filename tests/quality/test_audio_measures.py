@@ -65,7 +65,7 @@ def test_snr_estimate_of_noise_added_at_known_snr(snr_db):
     amplitude = 0.3
     signal = bursts(4.0, amplitude)
     # SNR as the estimator defines it: power while sounding over noise power.
-    noise_std = math.sqrt(amplitude ** 2 / 2 / 10 ** (snr_db / 10))
+    noise_std = math.sqrt(amplitude**2 / 2 / 10 ** (snr_db / 10))
     noisy = signal + np.random.default_rng(int(snr_db)).normal(0, noise_std, signal.size)
     assert measure_wav(noisy, SR).snr_db == pytest.approx(snr_db, abs=1.5)
 

@@ -76,23 +76,27 @@ def test_without_a_transcriber_the_audio_is_still_measured(voice_dataset):
 def test_exclusions_and_corrections_go_into_the_prepared_copy_only(voice_dataset, tmp_path):
     before = digests(voice_dataset.parent)
     out = tmp_path / "prepared"
-    result = prepare_dataset(voice_dataset, out, language="en", exclude=["wavs/s4.wav"],
-                             corrections={"wavs/s2.wav": SENTENCES[2]})  # fmt: skip
+    result = prepare_dataset(
+        voice_dataset, out, language="en", exclude=["wavs/s4.wav"], corrections={"wavs/s2.wav": SENTENCES[2]}
+    )
     rows = prepared(out)
     assert "s4" not in rows and rows["s2"] == SENTENCES[2] and len(rows) == 5
     assert result.excluded == ["wavs/s4.wav"]
     assert result.corrected == [{"audio_file": "wavs/s2.wav", "before": SENTENCES[0], "after": SENTENCES[2]}]
     summary = result.summary()
     assert "1 row(s) excluded on request: wavs/s4.wav" in summary
-    assert f'1 transcript(s) corrected in the prepared copy (your CSV is unchanged): wavs/s2.wav: "{SENTENCES[2]}"' \
+    assert (
+        f'1 transcript(s) corrected in the prepared copy (your CSV is unchanged): wavs/s2.wav: "{SENTENCES[2]}"'
         in summary
+    )
     edits = [json.loads(line) for line in (out / EDITS_FILE).read_text().splitlines()]
     assert [e["edit"] for e in edits] == ["excluded", "corrected"]
     assert digests(voice_dataset.parent) == before, "the user's CSV and audio are unchanged"
 
     # Preparing into the same folder again edits the rows it already holds.
-    again = prepare_dataset(voice_dataset, out, language="en", exclude=["wavs/s5.wav"],
-                            corrections={"wavs/s3.wav": "a better text"})  # fmt: skip
+    again = prepare_dataset(
+        voice_dataset, out, language="en", exclude=["wavs/s5.wav"], corrections={"wavs/s3.wav": "a better text"}
+    )
     rows = prepared(out)
     assert "s5" not in rows and rows["s3"] == "a better text" and rows["s4"] == SENTENCES[4], "s4 is back"
     assert rows["s2"] == SENTENCES[2], "the earlier correction stays"

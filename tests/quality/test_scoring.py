@@ -34,8 +34,15 @@ def test_score_folder_measures_each_clip(whisper, generated):
     folders, texts, real, references = generated
     digests = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folders[VOICE_A].iterdir()}
     progress = []
-    report = score_folder(folders[VOICE_A], texts, references, "en", transcriber=whisper, real_clips=real,
-                          progress=lambda *a: progress.append(a))
+    report = score_folder(
+        folders[VOICE_A],
+        texts,
+        references,
+        "en",
+        transcriber=whisper,
+        real_clips=real,
+        progress=lambda *a: progress.append(a),
+    )
     assert [c.text for c in report.clips] == SENTENCES[:2]
     for clip in report.clips:
         assert clip.cer < 0.3 and clip.wer is not None and clip.transcript
@@ -74,8 +81,9 @@ def test_without_models_the_values_say_why(generated, tmp_path):
     assert report.cer is None and "absent" in report.reason and report.similarity is not None
     # A clip that cannot be read gets a record saying so; the others are still scored.
     (tmp_path / "bad.wav").write_bytes(b"not audio")
-    mixed = score_clips([(tmp_path / "bad.wav", "x"), ClipToScore(folders[VOICE_A] / "0000.wav", SENTENCES[0])],
-                        language="en")
+    mixed = score_clips(
+        [(tmp_path / "bad.wav", "x"), ClipToScore(folders[VOICE_A] / "0000.wav", SENTENCES[0])], language="en"
+    )
     assert mixed.clips[0].duration is None and "bad.wav" in mixed.clips[0].reason
     assert mixed.clips[1].duration > 1
 

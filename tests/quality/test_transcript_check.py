@@ -21,8 +21,14 @@ def test_swapped_transcripts_are_flagged_worst_first(whisper, espeak_clips, tmp_
 
 
 def test_memory_bound_keeps_the_worst(whisper, espeak_clips):
-    rows = (i for i in [(0, espeak_clips[VOICE_B, 0], SENTENCES[1]), (1, espeak_clips[VOICE_B, 1], "xyz"),
-                        (2, espeak_clips[VOICE_B, 2], SENTENCES[0])])  # a generator: no len()
+    rows = (
+        i
+        for i in [
+            (0, espeak_clips[VOICE_B, 0], SENTENCES[1]),
+            (1, espeak_clips[VOICE_B, 1], "xyz"),
+            (2, espeak_clips[VOICE_B, 2], SENTENCES[0]),
+        ]
+    )  # a generator: no len()
     result = check_transcripts(rows, whisper, language="en", max_flagged=1)
     assert result.n_flagged == 3 and [r.row_id for r in result.flagged] == [1]  # "xyz": CER about 1
 
@@ -35,7 +41,8 @@ def test_without_a_transcriber_the_reason_is_given(espeak_clips):
 def test_a_model_that_cannot_load_gives_its_reason(espeak_clips, tmp_path):
     absent = FasterWhisperTranscriber(str(tmp_path / "whisper" / "absent"), device="cpu")
     events = []
-    result = check_transcripts([(0, espeak_clips[VOICE_B, 0], SENTENCES[0])] * 3, absent, language="en",
-                               progress=lambda *e: events.append(e))
+    result = check_transcripts(
+        [(0, espeak_clips[VOICE_B, 0], SENTENCES[0])] * 3, absent, language="en", progress=lambda *e: events.append(e)
+    )
     assert result.checked == 0 and result.flagged == [] and "absent" in result.reason
     assert events == []  # stopped at the first row, which was not checked

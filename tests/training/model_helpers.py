@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 
 from utils.training.arguments import TrainArguments
-from utils.training.setup import make_gpt_config
 from utils.training.gpt_model import FineTuneGPTTrainer
+from utils.training.setup import make_gpt_config
 
 
 def build_model(base, tmp_path: Path, checkpoint: Path | None = None):
@@ -17,9 +17,17 @@ def build_model(base, tmp_path: Path, checkpoint: Path | None = None):
     base_config = json.loads(base.config.read_text())
     args = TrainArguments(version="tiny", train_csv="unused.csv", output_path=str(tmp_path))
     config, _ = make_gpt_config(
-        args, base, checkpoint=checkpoint or base.model, base_config=base_config, vocab_path=base.vocab,
-        languages=base_config["languages"], language="en", steps_per_epoch=1, output_path=tmp_path, run_name="t",
-    )  # fmt: skip
+        args,
+        base,
+        checkpoint=checkpoint or base.model,
+        base_config=base_config,
+        vocab_path=base.vocab,
+        languages=base_config["languages"],
+        language="en",
+        steps_per_epoch=1,
+        output_path=tmp_path,
+        run_name="t",
+    )
     return FineTuneGPTTrainer(config), config
 
 

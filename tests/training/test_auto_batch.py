@@ -18,9 +18,17 @@ pytestmark = pytest.mark.slow
 
 def test_auto_batch_size_is_planned_recorded_and_trained(tmp_path, tiny_base):
     csv_path = write_dataset(tmp_path / "data", n=8)
-    result = train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out"), version="tiny", num_epochs=1,
-                       batch_size="auto", grad_acumm=1, enable_mixed_precision=False, num_workers=0,
-                       quality_eval=0)  # fmt: skip
+    result = train_gpt(
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        version="tiny",
+        num_epochs=1,
+        batch_size="auto",
+        grad_acumm=1,
+        enable_mixed_precision=False,
+        num_workers=0,
+        quality_eval=0,
+    )
     run = json.loads((Path(result.run_dir) / "run.json").read_text())
     batch = run["arguments"]["batch_size"]
     assert isinstance(batch, int) and batch == run["dataset"]["rows_train"] == 7
@@ -33,7 +41,9 @@ def test_auto_batch_size_is_planned_recorded_and_trained(tmp_path, tiny_base):
 def test_auto_is_accepted_by_the_cli_and_the_declaration_only_as_a_word():
     args = build_parser().parse_args(["train", "--batch-size", "auto"])
     assert TrainArguments(batch_size=args.batch_size).batch_size == "auto"
-    assert TrainArguments(batch_size=build_parser().parse_args(["train", "--batch-size", "6"]).batch_size).batch_size == 6
+    assert (
+        TrainArguments(batch_size=build_parser().parse_args(["train", "--batch-size", "6"]).batch_size).batch_size == 6
+    )
     with pytest.raises(ValueError, match="whole number or auto"):
         TrainArguments(batch_size="plenty")
 

@@ -17,15 +17,23 @@ def evaluations(choice: CheckpointChoice, rows: list[dict]) -> list[tuple[bool, 
         values = {"eval_loss": None, "cer": None, "similarity": None, "combined": None, **values}
         better, by, why = choice.decide(step, values, [f"cer: no model {step}"])
         if better:
-            choice.best = {"step": step, "value": choice.rule.value_of(values) if by == choice.rule.value else None,
-                           "by": by, "why": why, "metrics": values}  # fmt: skip
+            choice.best = {
+                "step": step,
+                "value": choice.rule.value_of(values) if by == choice.rule.value else None,
+                "by": by,
+                "why": why,
+                "metrics": values,
+            }
         out.append((better, by))
     return out
 
 
 def test_each_rule_keeps_its_direction(tmp_path):
-    rows = [{"eval_loss": 3.0, "cer": 0.5, "similarity": 0.6}, {"eval_loss": 2.0, "cer": 0.7, "similarity": 0.7},
-            {"eval_loss": 2.5, "cer": 0.4, "similarity": 0.5}]  # fmt: skip
+    rows = [
+        {"eval_loss": 3.0, "cer": 0.5, "similarity": 0.6},
+        {"eval_loss": 2.0, "cer": 0.7, "similarity": 0.7},
+        {"eval_loss": 2.5, "cer": 0.4, "similarity": 0.5},
+    ]
     assert [b for b, _ in evaluations(CheckpointChoice("eval_loss", 0, tmp_path, None), rows)] == [True, True, False]
     assert [b for b, _ in evaluations(CheckpointChoice("cer", 0, tmp_path, None), rows)] == [True, False, True]
     assert [b for b, _ in evaluations(CheckpointChoice("similarity", 0, tmp_path, None), rows)] == [True, True, False]
@@ -35,10 +43,24 @@ def test_each_rule_keeps_its_direction(tmp_path):
 
 def test_a_missing_value_keeps_a_provisional_best_by_eval_loss_until_one_is_measured(tmp_path):
     choice = CheckpointChoice("cer", 0, tmp_path, None)
-    rows = [{"eval_loss": 3.0}, {"eval_loss": 3.5}, {"eval_loss": 2.0}, {"eval_loss": 2.5, "cer": 0.9},
-            {"eval_loss": 1.0}, {"eval_loss": 1.5, "cer": 0.95}, {"eval_loss": 1.5, "cer": 0.8}]  # fmt: skip
-    assert evaluations(choice, rows) == [(True, "eval_loss"), (False, "eval_loss"), (True, "eval_loss"), (True, "cer"),
-                                         (False, "cer"), (False, "cer"), (True, "cer")]  # fmt: skip
+    rows = [
+        {"eval_loss": 3.0},
+        {"eval_loss": 3.5},
+        {"eval_loss": 2.0},
+        {"eval_loss": 2.5, "cer": 0.9},
+        {"eval_loss": 1.0},
+        {"eval_loss": 1.5, "cer": 0.95},
+        {"eval_loss": 1.5, "cer": 0.8},
+    ]
+    assert evaluations(choice, rows) == [
+        (True, "eval_loss"),
+        (False, "eval_loss"),
+        (True, "eval_loss"),
+        (True, "cer"),
+        (False, "cer"),
+        (False, "cer"),
+        (True, "cer"),
+    ]
     assert choice.best["step"] == 7 and choice.best["value"] == 0.8
 
 
@@ -53,12 +75,15 @@ def test_a_resumed_run_continues_from_its_recorded_best(tmp_path):
     assert CheckpointChoice("cer", 3, tmp_path, None).best is None
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(best_by="cer", quality_eval=0), "best_by='cer' is measured on generated speech"),
-    (dict(best_by="loss"), "best_by must be one of eval_loss, cer, similarity, combined"),
-    (dict(quality_eval=-1), "quality_eval must be a whole number of at least 0"),
-    (dict(early_stop_patience=1.5), "early_stop_patience must be a whole number"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(best_by="cer", quality_eval=0), "best_by='cer' is measured on generated speech"),
+        (dict(best_by="loss"), "best_by must be one of eval_loss, cer, similarity, combined"),
+        (dict(quality_eval=-1), "quality_eval must be a whole number of at least 0"),
+        (dict(early_stop_patience=1.5), "early_stop_patience must be a whole number"),
+    ],
+)
 def test_quality_options_are_checked(change, message):
     with pytest.raises(ValueError, match=message):
         TrainArguments(**change)

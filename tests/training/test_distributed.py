@@ -33,9 +33,19 @@ TRAIN_ROWS = 12  # write_dataset(n=14) holds out 2 rows for evaluation
 EPOCHS, BATCH, ACCUMULATION, SAVE_STEP = 5, 3, 2, 3
 TOTAL_STEPS = EPOCHS * (TRAIN_ROWS // 2 // BATCH)  # each rank takes 6 rows: 2 steps per epoch
 # Checkpoints after 3 steps (half way through the second epoch), 6 and 9; all kept.
-COMMON = dict(version="tiny", language="en", num_epochs=EPOCHS, batch_size=BATCH, grad_acumm=ACCUMULATION,
-              save_step=SAVE_STEP, save_n_checkpoints=10, enable_mixed_precision=False, num_workers=0, print_step=50,
-              devices="cpu,cpu")  # fmt: skip
+COMMON = dict(
+    version="tiny",
+    language="en",
+    num_epochs=EPOCHS,
+    batch_size=BATCH,
+    grad_acumm=ACCUMULATION,
+    save_step=SAVE_STEP,
+    save_n_checkpoints=10,
+    enable_mixed_precision=False,
+    num_workers=0,
+    print_step=50,
+    devices="cpu,cpu",
+)
 
 
 def read_trace(folder: Path) -> dict[int, list[dict]]:
@@ -55,19 +65,30 @@ def traced(monkeypatch, tmp_path_factory):
 
 
 # --- no process is started -------------------------------------------------------------------------
-@pytest.mark.parametrize("devices, expected", [
-    ("", []), ("0,1", ["0", "1"]), (" cuda:0 , cuda:3", ["0", "3"]), ("cpu,CPU,cpu", ["cpu", "cpu", "cpu"]),
-    ("2", ["2"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "devices, expected",
+    [
+        ("", []),
+        ("0,1", ["0", "1"]),
+        (" cuda:0 , cuda:3", ["0", "3"]),
+        ("cpu,CPU,cpu", ["cpu", "cpu", "cpu"]),
+        ("2", ["2"]),
+    ],
+)
 def test_devices_are_parsed(devices, expected):
     assert parse_devices(devices) == expected
     assert TrainArguments(devices=devices).devices == ",".join(expected), "stored in one spelling"
 
 
-@pytest.mark.parametrize("devices, message", [
-    ("gpu0,gpu1", "is not a device"), ("cpu,0", "mixes CPU and GPUs"), ("1,cuda:1", "names a GPU twice"),
-    ("0,,1", "'' is not a device"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "devices, message",
+    [
+        ("gpu0,gpu1", "is not a device"),
+        ("cpu,0", "mixes CPU and GPUs"),
+        ("1,cuda:1", "names a GPU twice"),
+        ("0,,1", "'' is not a device"),
+    ],
+)
 def test_bad_devices_are_refused_before_anything_starts(tmp_path, dataset_csv, devices, message):
     with pytest.raises(ValueError, match=message):
         train_gpt(**{**COMMON, "devices": devices}, train_csv=str(dataset_csv), output_path=str(tmp_path / "out"))
@@ -77,8 +98,11 @@ def test_bad_devices_are_refused_before_anything_starts(tmp_path, dataset_csv, d
 def test_missing_gpus_are_named_before_anything_starts(tmp_path, dataset_csv):
     count = torch.cuda.device_count()
     with pytest.raises(ValueError, match=f"GPU {count}, {count + 1} not found; this machine has {count} CUDA GPU"):
-        train_gpt(**{**COMMON, "devices": f"{count},{count + 1}"}, train_csv=str(dataset_csv),
-                  output_path=str(tmp_path / "out"))  # fmt: skip
+        train_gpt(
+            **{**COMMON, "devices": f"{count},{count + 1}"},
+            train_csv=str(dataset_csv),
+            output_path=str(tmp_path / "out"),
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -95,17 +119,29 @@ def stopped_run(tmp_path_factory, tiny_base):
     here = os.getcwd()
     os.chdir(root)
     try:
-        result = train_gpt(**COMMON, train_csv="data/metadata.csv", output_path="out", progress_callback=seen.append,
-                           stop_event=lambda: len(train_steps(seen)) >= 3)  # fmt: skip
+        result = train_gpt(
+            **COMMON,
+            train_csv="data/metadata.csv",
+            output_path="out",
+            progress_callback=seen.append,
+            stop_event=lambda: len(train_steps(seen)) >= 3,
+        )
     finally:
         os.chdir(here)
         del os.environ[TRACE_ENV]
     run_dir = root / result.run_dir
     return {
-        "root": root, "csv": csv_path, "result": result, "run_dir": run_dir, "seen": seen, "trace": read_trace(trace),
-        "run": read_run(run_dir), "metrics": read_jsonl(run_dir / "metrics.jsonl"),
-        "files": sorted(p.name for p in run_dir.iterdir()), "output": sorted(p.name for p in (root / "out").iterdir()),
-    }  # fmt: skip
+        "root": root,
+        "csv": csv_path,
+        "result": result,
+        "run_dir": run_dir,
+        "seen": seen,
+        "trace": read_trace(trace),
+        "run": read_run(run_dir),
+        "metrics": read_jsonl(run_dir / "metrics.jsonl"),
+        "files": sorted(p.name for p in run_dir.iterdir()),
+        "output": sorted(p.name for p in (root / "out").iterdir()),
+    }
 
 
 @pytest.mark.slow
@@ -177,8 +213,13 @@ def test_a_killed_rank_fails_the_run_cleanly_keeping_the_last_checkpoint(stopped
     seen: list[dict] = []
     started = time.time()
     with pytest.raises(RuntimeError, match=r"rank 1 was killed by SIGKILL") as failure:
-        train_gpt(**COMMON, train_csv=str(stopped_run["csv"]), output_path=str(stopped_run["root"] / "out"),
-                  resume_from=str(run_dir), progress_callback=lambda r: (seen.append(r), kill_rank_one(r)))  # fmt: skip
+        train_gpt(
+            **COMMON,
+            train_csv=str(stopped_run["csv"]),
+            output_path=str(stopped_run["root"] / "out"),
+            resume_from=str(run_dir),
+            progress_callback=lambda r: (seen.append(r), kill_rank_one(r)),
+        )
     assert time.time() - started < 120, "the surviving rank did not hang"
     assert train_steps(seen)[0] == stopped_run["trace"][0][-1]["step"] + 1, "this session's records only"
     run = read_run(run_dir)
@@ -201,8 +242,9 @@ def test_the_web_runner_resumes_mid_epoch_to_the_end_with_memory_per_rank(stoppe
     from webui.runner import TrainingRunner
 
     run_dir = stopped_run["run_dir"]
-    arguments = TrainArguments(**COMMON, train_csv=str(stopped_run["csv"]),
-                               resume_from=str(run_dir / "checkpoint_3.pth"))  # fmt: skip
+    arguments = TrainArguments(
+        **COMMON, train_csv=str(stopped_run["csv"]), resume_from=str(run_dir / "checkpoint_3.pth")
+    )
     runner = TrainingRunner(stopped_run["root"] / "out")
     assert runner.start(arguments.to_dict())[0]
     deadline = time.time() + 300
@@ -234,8 +276,20 @@ def test_the_cli_refuses_an_unusable_dataset_from_the_ranks(tmp_path, tiny_base)
     data = tmp_path / "data"
     data.mkdir()
     (data / "metadata.csv").write_text("audio_file|text|speaker_name\nmissing.wav|hello|a\n", encoding="utf-8")
-    command = [sys.executable, "-m", "utils.cli", "train", "--version", "tiny", "--devices", "cpu,cpu",
-               "--train-csv", str(data / "metadata.csv"), "--output-path", str(tmp_path / "out")]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "utils.cli",
+        "train",
+        "--version",
+        "tiny",
+        "--devices",
+        "cpu,cpu",
+        "--train-csv",
+        str(data / "metadata.csv"),
+        "--output-path",
+        str(tmp_path / "out"),
+    ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
     assert "error: The dataset cannot be used for training" in done.stderr
@@ -249,10 +303,31 @@ def test_a_killed_launcher_makes_the_ranks_stop_with_a_checkpoint(tmp_path, tiny
     from utils.training.run_record import list_runs
 
     csv_path = write_dataset(tmp_path / "data", n=14)
-    command = [sys.executable, "-m", "utils.cli", "train", "--version", "tiny", "--devices", "cpu,cpu", "--train-csv",
-               str(csv_path), "--output-path", str(tmp_path / "out"), "--num-epochs", "40", "--batch-size", "3",
-               "--grad-acumm", "1", "--save-step", "1000", "--no-enable-mixed-precision",
-               "--num-workers", "0"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "utils.cli",
+        "train",
+        "--version",
+        "tiny",
+        "--devices",
+        "cpu,cpu",
+        "--train-csv",
+        str(csv_path),
+        "--output-path",
+        str(tmp_path / "out"),
+        "--num-epochs",
+        "40",
+        "--batch-size",
+        "3",
+        "--grad-acumm",
+        "1",
+        "--save-step",
+        "1000",
+        "--no-enable-mixed-precision",
+        "--num-workers",
+        "0",
+    ]
     launcher = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 180
     while not (runs := list_runs(tmp_path / "out")) or len(train_steps(read_jsonl(runs[0] / "metrics.jsonl"))) < 3:

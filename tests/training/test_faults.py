@@ -27,8 +27,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 # quality_eval=0: measured quality has its own tests (test_quality_training.py).
-FAST = dict(version="tiny", language="en", enable_mixed_precision=False, num_workers=0, print_step=50,
-            quality_eval=0)
+FAST = dict(version="tiny", language="en", enable_mixed_precision=False, num_workers=0, print_step=50, quality_eval=0)
 
 
 def steps(run_dir: str | Path) -> list[int]:
@@ -49,9 +48,28 @@ def assert_resumable(run_dir: str | Path, csv_path: Path, **common) -> None:
 
 
 def cli_train(csv_path: Path, output: Path, *extra: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "utils.cli", "train", "--version", "tiny", "--train-csv", str(csv_path),
-               "--output-path", str(output), "--no-enable-mixed-precision", "--num-workers", "0", "--batch-size", "2",
-               "--grad-acumm", "1", "--quality-eval", "0", *extra]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "utils.cli",
+        "train",
+        "--version",
+        "tiny",
+        "--train-csv",
+        str(csv_path),
+        "--output-path",
+        str(output),
+        "--no-enable-mixed-precision",
+        "--num-workers",
+        "0",
+        "--batch-size",
+        "2",
+        "--grad-acumm",
+        "1",
+        "--quality-eval",
+        "0",
+        *extra,
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -159,10 +177,16 @@ def test_clips_deleted_mid_run_are_counted_and_none_left_fails_with_a_checkpoint
                 for path in paths:
                     kept[path] = path.read_bytes()
                     path.unlink()
+
         return on_record
 
-    result = train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out"), progress_callback=delete(clips[:1]),
-                       **FAST, **common)  # fmt: skip
+    result = train_gpt(
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        progress_callback=delete(clips[:1]),
+        **FAST,
+        **common,
+    )
     record = read_run(result.run_dir)
     assert result.status == "finished" and record["clips_failed"] >= 1
     assert clips[0].name in record["clip_failures"][0] and "skipped" in record["message"]
@@ -173,8 +197,13 @@ def test_clips_deleted_mid_run_are_counted_and_none_left_fails_with_a_checkpoint
 
     kept.clear()
     with pytest.raises(Exception, match="None of the .* training clips can be loaded"):
-        train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out2"), progress_callback=delete(clips),
-                  **FAST, **common)  # fmt: skip
+        train_gpt(
+            train_csv=str(csv_path),
+            output_path=str(tmp_path / "out2"),
+            progress_callback=delete(clips),
+            **FAST,
+            **common,
+        )
     run_dir = list_runs(tmp_path / "out2")[0]
     record = read_run(run_dir)
     assert record["status"] == "failed" and "NoLoadableClips" in record["error"]

@@ -106,8 +106,9 @@ def test_the_cli_prints_one_error_line_not_a_traceback(tmp_path, dataset_csv, ar
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     argv = [str(dataset_csv) if a == "CSV" else str(empty) if a == "EMPTY" else a for a in argv]
-    result = subprocess.run([sys.executable, "-m", "utils.cli", *argv], cwd=ROOT, capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "utils.cli", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 2 and result.stderr.startswith("error:") and message in result.stderr
     assert "Traceback" not in result.stderr
 

@@ -21,8 +21,15 @@ from utils.training.optimizations import (
     gpt_transformer,
 )
 
-AMPERE = GPUInfo(available=True, name="simulated", capability=(8, 6), architecture=architecture_for((8, 6)),
-                 total_memory_gb=24.0, bf16_native=True, device_count=1)  # fmt: skip
+AMPERE = GPUInfo(
+    available=True,
+    name="simulated",
+    capability=(8, 6),
+    architecture=architecture_for((8, 6)),
+    total_memory_gb=24.0,
+    bf16_native=True,
+    device_count=1,
+)
 
 
 def test_the_gpt_uses_the_fused_tanh_gelu_with_the_same_values(tiny_base, tmp_path):
@@ -71,15 +78,24 @@ def test_dvae_codes_are_computed_once_per_clip_and_equal_coquis(tiny_base, tmp_p
     lengths = torch.tensor([40_000, 25_000])
     wav = torch.randn(2, 1, 40_000, generator=g) * 0.1
     wav[1, :, 25_000:] = 0
-    batch = {"padded_text": torch.randint(5, 100, (2, 10)), "text_lengths": torch.tensor([10, 8]),
-             "wav": wav, "wav_lengths": lengths, "conditioning": torch.randn(2, 1, 1, 66_150) * 0.1,
-             "cond_idxs": None, "cond_lens": None, "filenames": ["a.wav", "b.wav"]}  # fmt: skip
+    batch = {
+        "padded_text": torch.randint(5, 100, (2, 10)),
+        "text_lengths": torch.tensor([10, 8]),
+        "wav": wav,
+        "wav_lengths": lengths,
+        "conditioning": torch.randn(2, 1, 1, 66_150) * 0.1,
+        "cond_idxs": None,
+        "cond_lens": None,
+        "filenames": ["a.wav", "b.wav"],
+    }
     calls = count_forward_calls([model.dvae.encoder])
     first = model.format_batch_on_device({k: (v.clone() if torch.is_tensor(v) else v) for k, v in batch.items()})
     assert calls == [1]
     again = model.format_batch_on_device({k: (v.clone() if torch.is_tensor(v) else v) for k, v in batch.items()})
     assert calls == [1], "cached clips never reach the DVAE again"
-    coqui = GPTTrainer.format_batch_on_device(model, {k: (v.clone() if torch.is_tensor(v) else v) for k, v in batch.items()})
+    coqui = GPTTrainer.format_batch_on_device(
+        model, {k: (v.clone() if torch.is_tensor(v) else v) for k, v in batch.items()}
+    )
     for i, n in enumerate(lengths.tolist()):
         valid = math.ceil(n / model.args.gpt_code_stride_len)  # the codes the GPT reads; stop tokens after
         assert torch.equal(again["audio_codes"][i, :valid], first["audio_codes"][i, :valid])
@@ -91,9 +107,17 @@ def test_a_clip_is_decoded_once_per_draw(tiny_base, tmp_path, monkeypatch):
 
     model, config = build_model(tiny_base, tmp_path)
     csv_path = write_dataset(tmp_path / "data", n=4)
-    samples = [{"text": "hello there", "audio_file": str(path), "speaker_name": "s", "language": "en",
-                "root_path": str(csv_path.parent), "audio_unique_name": path.name}
-               for path in sorted((tmp_path / "data" / "wavs").glob("*.wav"))]  # fmt: skip
+    samples = [
+        {
+            "text": "hello there",
+            "audio_file": str(path),
+            "speaker_name": "s",
+            "language": "en",
+            "root_path": str(csv_path.parent),
+            "audio_unique_name": path.name,
+        }
+        for path in sorted((tmp_path / "data" / "wavs").glob("*.wav"))
+    ]
     real = dataset_module.load_audio
     decodes: list[str] = []
     monkeypatch.setattr(dataset_module, "load_audio", lambda path, *a, **k: decodes.append(path) or real(path, *a, **k))
@@ -119,7 +143,9 @@ def test_the_model_is_built_once_without_random_initialisation(tiny_base, tmp_pa
 def test_a_checkpoint_missing_weights_gets_them_initialised_not_left_empty(tiny_base, tmp_path, caplog):
     saved = torch.load(tiny_base.model, weights_only=True)
     state = dict(saved["model"])
-    partial = {k: v for k, v in state.items() if not k.startswith("hifigan_decoder.") and k != "gpt.gpt.h.0.ln_1.weight"}
+    partial = {
+        k: v for k, v in state.items() if not k.startswith("hifigan_decoder.") and k != "gpt.gpt.h.0.ln_1.weight"
+    }
     torch.save({**saved, "model": partial}, tmp_path / "partial.pth")
     with caplog.at_level("WARNING"):
         model, _ = build_model(tiny_base, tmp_path, checkpoint=tmp_path / "partial.pth")
@@ -138,8 +164,15 @@ def test_evaluation_runs_under_the_training_autocast(tiny_base, tmp_path):
     from utils.training.setup import build_training_setup
 
     csv_path = write_dataset(tmp_path / "data", n=6)
-    args = TrainArguments(version="tiny", train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=1,
-                          batch_size=2, precision="bf16", num_workers=0)  # fmt: skip
+    args = TrainArguments(
+        version="tiny",
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        num_epochs=1,
+        batch_size=2,
+        precision="bf16",
+        num_workers=0,
+    )
     run_dir = create_run_dir(args.output_path, "eval")
     metrics = MetricsLogger(run_dir / "metrics.jsonl", batch_size=2, steps_per_epoch=3, total_steps=3)
     setup = build_training_setup(args, tiny_base, validate_dataset(csv_path), TextFrontEnd("en"), run_dir, metrics)
@@ -156,8 +189,20 @@ def test_evaluation_runs_under_the_training_autocast(tiny_base, tmp_path):
 def test_loader_workers_stay_alive_across_epochs(tiny_base, tmp_path):
     model, config = build_model(tiny_base, tmp_path)
     config.num_loader_workers = 2
-    loader = model.get_data_loader(config, is_eval=False, samples=[{"text": "a b", "audio_file": "x.wav",
-                                   "speaker_name": "s", "language": "en", "root_path": ".", "audio_unique_name": "x"}])
+    loader = model.get_data_loader(
+        config,
+        is_eval=False,
+        samples=[
+            {
+                "text": "a b",
+                "audio_file": "x.wav",
+                "speaker_name": "s",
+                "language": "en",
+                "root_path": ".",
+                "audio_unique_name": "x",
+            }
+        ],
+    )
     assert loader.num_workers == 2 and loader.persistent_workers is True
     assert loader.pin_memory is torch.cuda.is_available(), "pinned memory only feeds a GPU"
 

@@ -15,15 +15,28 @@ from utils.training.trainer import DivergenceGuard, TrainingDiverged
 
 
 def logger_for(tmp_path, events=None) -> MetricsLogger:
-    return MetricsLogger(tmp_path / "metrics.jsonl", batch_size=4, steps_per_epoch=3, total_steps=6,
-                         on_event=events.append if events is not None else None)  # fmt: skip
+    return MetricsLogger(
+        tmp_path / "metrics.jsonl",
+        batch_size=4,
+        steps_per_epoch=3,
+        total_steps=6,
+        on_event=events.append if events is not None else None,
+    )
 
 
 def one_step(logger: MetricsLogger, step: int, text: float, mel: float, scaled_loss: float) -> None:
     trainer = SimpleNamespace(epochs_done=0)
     logger.on_train_step_start(trainer)
-    logger.train_step_stats(step, {"loss": torch.tensor(scaled_loss), "loss_text_ce": torch.tensor(text),
-                                   "loss_mel_ce": torch.tensor(mel), "current_lr": 5e-6, "grad_norm": 1.5})  # fmt: skip
+    logger.train_step_stats(
+        step,
+        {
+            "loss": torch.tensor(scaled_loss),
+            "loss_text_ce": torch.tensor(text),
+            "loss_mel_ce": torch.tensor(mel),
+            "current_lr": 5e-6,
+            "grad_norm": 1.5,
+        },
+    )
     logger.on_train_step_end(trainer)
 
 

@@ -68,9 +68,9 @@ def test_sdpa_switches_the_attention_implementation_and_keeps_the_loss(tiny_base
     batch = synthetic_batch()
     implementations, losses = {}, {}
     for enabled in (True, False):
-        report = TrainingOptimizer(enable_grad_checkpoint=False, enable_sdpa=enabled, enable_mixed_precision=False).apply(
-            model, config
-        )
+        report = TrainingOptimizer(
+            enable_grad_checkpoint=False, enable_sdpa=enabled, enable_mixed_precision=False
+        ).apply(model, config)
         gpt2 = gpt_transformer(model)
         implementations[enabled] = gpt2.config._attn_implementation
         assert report.is_applied("SDPA attention") is enabled
@@ -130,8 +130,15 @@ def test_unknown_precision_is_refused():
 )
 def test_apply_sets_the_trainer_config_for_the_detected_gpu(tiny_base, tmp_path, capability, mixed, precision, tf32):
     model, config = build_model(tiny_base, tmp_path)
-    gpu = GPUInfo(available=True, name="simulated", capability=capability, architecture=architecture_for(capability),
-                  total_memory_gb=16.0, bf16_native=capability >= (8, 0), device_count=1)  # fmt: skip
+    gpu = GPUInfo(
+        available=True,
+        name="simulated",
+        capability=capability,
+        architecture=architecture_for(capability),
+        total_memory_gb=16.0,
+        bf16_native=capability >= (8, 0),
+        device_count=1,
+    )
     flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
     try:
         report = TrainingOptimizer(True, True, True, gpu=gpu).apply(model, config)
@@ -142,8 +149,16 @@ def test_apply_sets_the_trainer_config_for_the_detected_gpu(tiny_base, tmp_path,
     assert report.is_applied("TF32 matmuls") is tf32
     assert report.is_applied("mixed precision") is mixed
     names = {item["name"] for item in report.applied} | {item["name"] for item in report.skipped}
-    assert names == {"gradient checkpointing", "SDPA attention", "mixed precision", "TF32 matmuls", "cuDNN benchmark",
-                     "fused GELU", "fused AdamW", "8-bit AdamW"}
+    assert names == {
+        "gradient checkpointing",
+        "SDPA attention",
+        "mixed precision",
+        "TF32 matmuls",
+        "cuDNN benchmark",
+        "fused GELU",
+        "fused AdamW",
+        "8-bit AdamW",
+    }
     assert config.optimizer_params.get("fused") is True, "a CUDA GPU steps AdamW with the fused kernel"
     assert all(item["reason"] for item in report.skipped)
 
@@ -171,8 +186,17 @@ def test_real_trainer_run_uses_the_chosen_precision_and_recomputes(tiny_base, tm
     from utils.training.run_record import create_run_dir
 
     csv_path = write_dataset(tmp_path / "data", n=6)
-    args = TrainArguments(version="tiny", train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=1,
-                          batch_size=2, grad_acumm=1, precision=precision, num_workers=0, print_step=50)  # fmt: skip
+    args = TrainArguments(
+        version="tiny",
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        num_epochs=1,
+        batch_size=2,
+        grad_acumm=1,
+        precision=precision,
+        num_workers=0,
+        print_step=50,
+    )
     report = validate_dataset(args.train_csv)
     run_dir = create_run_dir(args.output_path, "precision")
     metrics = MetricsLogger(run_dir / "metrics.jsonl", batch_size=2, steps_per_epoch=3, total_steps=3)
@@ -187,7 +211,7 @@ def test_real_trainer_run_uses_the_chosen_precision_and_recomputes(tiny_base, tm
     assert setup.trainer.config.mixed_precision is (precision == "bf16")
     train_steps = setup.trainer.total_steps_done
     assert train_steps == 3
-    assert dtypes and set(dtypes[: train_steps]) == {dtype}, "the GPT forward ran in the chosen precision"
+    assert dtypes and set(dtypes[:train_steps]) == {dtype}, "the GPT forward ran in the chosen precision"
     # Each train step runs every block twice (forward + recompute); eval adds single forwards.
     eval_batches = len(setup.trainer.eval_loader)
     assert calls == [2 * train_steps + eval_batches] * len(gpt2.h)

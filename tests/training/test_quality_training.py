@@ -23,8 +23,17 @@ pytestmark = pytest.mark.slow
 
 # 12 rows: 10 train (3 steps per epoch at batch 4), 2 held out for evaluation; 10 audio tokens per clip
 # (0.5 s) keep the HiFi-GAN decoding, the slow part on a CPU, short.
-FAST = dict(version="tiny", language="en", batch_size=4, grad_acumm=1, enable_mixed_precision=False, num_workers=0,
-            print_step=50, quality_eval=2, quality_max_audio_tokens=10)  # fmt: skip
+FAST = dict(
+    version="tiny",
+    language="en",
+    batch_size=4,
+    grad_acumm=1,
+    enable_mixed_precision=False,
+    num_workers=0,
+    print_step=50,
+    quality_eval=2,
+    quality_max_audio_tokens=10,
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +70,15 @@ def cer_run(tmp_path_factory, tiny_base, whisper_dir):
     data = root / "data"
     csv_path = write_dataset(data, n=12)
     before = digests(data)
-    result = train_gpt(train_csv=str(csv_path), output_path=str(root / "out"), num_epochs=3, learning_rate=1e-3,
-                       best_by="cer", whisper_model=whisper_dir, **FAST)  # fmt: skip
+    result = train_gpt(
+        train_csv=str(csv_path),
+        output_path=str(root / "out"),
+        num_epochs=3,
+        learning_rate=1e-3,
+        best_by="cer",
+        whisper_model=whisper_dir,
+        **FAST,
+    )
     return result, data, before
 
 
@@ -83,7 +99,8 @@ def test_every_evaluation_writes_its_clips_and_a_score_record(cer_run):
         assert record["cer"] is not None and record["cer"] > 0.8 and record["wer"] > 0.8
         assert all(c["transcript"] is not None for c in record["clips"])
         assert record["duration_ratio"] is not None and record["eval_loss"] == pytest.approx(
-            next(e["eval_loss"] for e in evals if e["step"] == record["step"]))
+            next(e["eval_loss"] for e in evals if e["step"] == record["step"])
+        )
         # Resemblyzer finds no speech in noise: the similarity is missing and says why.
         assert record["similarity"] is None and any(r.startswith("similarity:") for r in record["reasons"])
         assert record["rule"] == "cer" and record["seconds"] > 0
@@ -111,8 +128,16 @@ def test_best_checkpoint_follows_the_rule_and_ready_names_it(cer_run):
 def test_without_a_whisper_model_the_cer_says_why_and_training_goes_on(tmp_path, tiny_base):
     csv_path = write_dataset(tmp_path / "data", n=12)
     missing = tmp_path / "whisper" / "absent"
-    result = train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=2, learning_rate=1e-3,
-                       best_by="cer", early_stop_patience=1, whisper_model=str(missing), **FAST)  # fmt: skip
+    result = train_gpt(
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        num_epochs=2,
+        learning_rate=1e-3,
+        best_by="cer",
+        early_stop_patience=1,
+        whisper_model=str(missing),
+        **FAST,
+    )
     assert result.status == "finished", "a missing value neither stops the run nor counts for early stopping"
     quality = records(result.run_dir, "quality")
     assert len(quality) == 2
@@ -135,11 +160,20 @@ def test_early_stopping_stops_when_the_rule_cannot_improve_even_across_a_resume(
     step 9 is the second without improvement only if the count survived the resume, and it ends the run through
     the Stop button's path although a 4th epoch was asked for."""
     csv_path = write_dataset(tmp_path / "data", n=12)
-    common = dict(train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=4, learning_rate=0.0,
-                  best_by="cer", early_stop_patience=2, whisper_model=whisper_dir, **FAST)  # fmt: skip
+    common = dict(
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        num_epochs=4,
+        learning_rate=0.0,
+        best_by="cer",
+        early_stop_patience=2,
+        whisper_model=whisper_dir,
+        **FAST,
+    )
     seen: list[dict] = []
-    stopped = train_gpt(**common, progress_callback=seen.append,
-                        stop_event=lambda: sum(r["type"] == "quality" for r in seen) >= 2)  # fmt: skip
+    stopped = train_gpt(
+        **common, progress_callback=seen.append, stop_event=lambda: sum(r["type"] == "quality" for r in seen) >= 2
+    )
     assert stopped.status == "stopped" and "early_stop" not in run_record(stopped.run_dir)
     assert run_record(stopped.run_dir)["early_stopping"]["evals_without_improvement"] == 1
     resumed = train_gpt(**common, resume_from=stopped.run_dir)

@@ -17,8 +17,7 @@ from utils.gpt_train import TrainResult, train_gpt
 pytestmark = pytest.mark.slow
 
 # quality_eval=0: measured quality has its own tests (test_quality_training.py).
-FAST = dict(version="tiny", language="en", enable_mixed_precision=False, num_workers=0, print_step=50,
-            quality_eval=0)
+FAST = dict(version="tiny", language="en", enable_mixed_precision=False, num_workers=0, print_step=50, quality_eval=0)
 
 
 def train_records(run_dir: str) -> list[dict]:
@@ -34,9 +33,23 @@ def test_end_to_end_run_returns_six_paths_and_a_model_that_learned(tmp_path, tin
     started = time.time()
 
     result = train_gpt(
-        "", "tiny", "en", 2, 4, 2, str(csv_path), "", str(tmp_path / "out"), 255995, True, True, False, False,
-        num_workers=0, quality_eval=0,
-    )  # fmt: skip
+        "",
+        "tiny",
+        "en",
+        2,
+        4,
+        2,
+        str(csv_path),
+        "",
+        str(tmp_path / "out"),
+        255995,
+        True,
+        True,
+        False,
+        False,
+        num_workers=0,
+        quality_eval=0,
+    )
 
     assert time.time() - started < 120
     assert isinstance(result, TrainResult)
@@ -50,8 +63,19 @@ def test_end_to_end_run_returns_six_paths_and_a_model_that_learned(tmp_path, tin
 
     records = train_records(run_dir)
     assert [r["step"] for r in records] == list(range(1, 7)), "2 epochs x 3 steps, argv ignored"
-    for key in ("step", "epoch", "loss", "loss_text_ce", "loss_mel_ce", "lr", "step_time", "loader_time",
-                "samples_per_sec", "process_rss_mb", "ram_used_mb"):  # fmt: skip
+    for key in (
+        "step",
+        "epoch",
+        "loss",
+        "loss_text_ce",
+        "loss_mel_ce",
+        "lr",
+        "step_time",
+        "loader_time",
+        "samples_per_sec",
+        "process_rss_mb",
+        "ram_used_mb",
+    ):
         assert records[-1][key] is not None, key
     evals = [r for r in read_jsonl(Path(run_dir) / "metrics.jsonl") if r["type"] == "eval"]
     assert len(evals) == 2 and all(e["eval_loss"] > 0 for e in evals)
@@ -87,9 +111,15 @@ def test_end_to_end_run_returns_six_paths_and_a_model_that_learned(tmp_path, tin
 def test_overfitting_one_batch_lowers_the_loss(tmp_path, tiny_base):
     csv_path = write_dataset(tmp_path / "data", n=2, seconds=(2.0, 2.0))
     result = train_gpt(
-        train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=40, batch_size=1, grad_acumm=1,
-        learning_rate=1e-3, lr_milestones=(0.9,), **FAST,
-    )  # fmt: skip
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        num_epochs=40,
+        batch_size=1,
+        grad_acumm=1,
+        learning_rate=1e-3,
+        lr_milestones=(0.9,),
+        **FAST,
+    )
     losses = [r["loss_mel_ce"] for r in train_records(result.run_dir)]
     assert len(losses) == 40
     first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
@@ -99,8 +129,16 @@ def test_overfitting_one_batch_lowers_the_loss(tmp_path, tiny_base):
 def test_stop_then_resume_continues_the_step_count_and_schedule(tmp_path, tiny_base):
     csv_path = write_dataset(tmp_path / "data", n=14)  # 12 train rows -> 4 steps per epoch at batch 3
     seen: list[dict] = []
-    common = dict(train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=3, batch_size=3,
-                  grad_acumm=1, lr_milestones=(0.5,), save_step=5, **FAST)  # fmt: skip
+    common = dict(
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        num_epochs=3,
+        batch_size=3,
+        grad_acumm=1,
+        lr_milestones=(0.5,),
+        save_step=5,
+        **FAST,
+    )
 
     stopped = train_gpt(
         **common,
@@ -178,8 +216,15 @@ def test_ctrl_c_saves_a_checkpoint_and_returns_instead_of_killing_the_process(tm
         if record["type"] == "train" and record["step"] == 3:
             signal.raise_signal(signal.SIGINT)  # what Ctrl-C / "interrupt kernel" delivers
 
-    result = train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=5, batch_size=3,
-                       grad_acumm=1, progress_callback=press_ctrl_c_at_step_3, **FAST)  # fmt: skip
+    result = train_gpt(
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        num_epochs=5,
+        batch_size=3,
+        grad_acumm=1,
+        progress_callback=press_ctrl_c_at_step_3,
+        **FAST,
+    )
     assert result.status == "interrupted"
     run = json.loads((Path(result.run_dir) / "run.json").read_text())
     # Named by the steps done, as the page shows them ("Step 3"): checkpoint_3.pth.
@@ -189,8 +234,8 @@ def test_ctrl_c_saves_a_checkpoint_and_returns_instead_of_killing_the_process(tm
 
 
 def test_out_of_memory_advice_names_what_to_change():
+    from utils.training.advice import out_of_memory_advice
     from utils.training.arguments import TrainArguments
-    from utils.training.run import out_of_memory_advice
 
     advice = out_of_memory_advice(TrainArguments(batch_size=8, grad_acumm=2, enable_grad_checkpoint=False))
     assert "enable_grad_checkpoint=True" in advice and "batch_size=4 with grad_acumm=4" in advice
@@ -206,8 +251,13 @@ def test_missing_base_model_files_are_named_with_their_folder(tmp_path, tiny_bas
     (folder / "config.json").write_text("{}")
     (folder / "vocab.json").write_bytes(tiny_base.vocab.read_bytes())
     with pytest.raises(MissingBaseModelFiles) as error:
-        train_gpt(version="v2.0.2", models_dir=str(tmp_path / "models"), train_csv=str(dataset_csv),
-                  output_path=str(tmp_path / "out"), num_workers=0)  # fmt: skip
+        train_gpt(
+            version="v2.0.2",
+            models_dir=str(tmp_path / "models"),
+            train_csv=str(dataset_csv),
+            output_path=str(tmp_path / "out"),
+            num_workers=0,
+        )
     message = str(error.value)
     for name in ("model.pth", "dvae.pth", "mel_stats.pth", "speakers_xtts.pth"):
         assert f"  - {name}" in message
@@ -220,5 +270,9 @@ def test_unreadable_vocab_is_a_clear_error(tmp_path, dataset_csv):
     folder.mkdir(parents=True)
     (folder / "vocab.json").write_text("{}")
     with pytest.raises(ValueError, match="is not a readable XTTS vocab.json"):
-        train_gpt(version="v2.0.2", models_dir=str(tmp_path / "models"), train_csv=str(dataset_csv),
-                  output_path=str(tmp_path / "out"))  # fmt: skip
+        train_gpt(
+            version="v2.0.2",
+            models_dir=str(tmp_path / "models"),
+            train_csv=str(dataset_csv),
+            output_path=str(tmp_path / "out"),
+        )

@@ -25,12 +25,23 @@ class AppServer:
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log_path = log_path
         env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
-        self.log = open(log_path, "w")
+        self.log = open(log_path, "w")  # noqa: SIM115 - the server's output, closed in close()
         self.process = subprocess.Popen(
-            [sys.executable, "app.py", "--port", str(self.port), "--output-dir", str(output_dir),
-             *(arg for folder in data_dirs for arg in ("--data-dir", str(folder))), *extra],
-            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "app.py",
+                "--port",
+                str(self.port),
+                "--output-dir",
+                str(output_dir),
+                *(arg for folder in data_dirs for arg in ("--data-dir", str(folder))),
+                *extra,
+            ],
+            cwd=ROOT,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         deadline = time.time() + timeout

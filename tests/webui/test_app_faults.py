@@ -44,6 +44,7 @@ def test_kill_9_of_the_app_mid_run_then_restart_and_resume(tmp_path, tiny_base):
         first.close()
 
     run_dir = wait_until(lambda: next(iter(list_runs(output)), None), 10, "the run folder")
+
     # The orphaned training process stops by itself at the next step, saving a checkpoint, and says so.
     def ended():
         record = read_run(run_dir)
@@ -64,6 +65,7 @@ def test_kill_9_of_the_app_mid_run_then_restart_and_resume(tmp_path, tiny_base):
         assert done["status"] == "finished" and done["run_dir"] == str(run_dir) and done["step"] == 24
     finally:
         second.close()
-    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").open()
-             if json.loads(line)["type"] == "train"]  # fmt: skip
+    steps = [
+        json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").open() if json.loads(line)["type"] == "train"
+    ]
     assert sorted(set(steps)) == list(range(1, 25)), "no step lost or repeated across the crash"

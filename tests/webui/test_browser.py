@@ -27,10 +27,20 @@ def browser(tmp_path):
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-quic", "--window-size=1400,2200", f"--user-data-dir={tmp_path / 'chrome-profile'}"):
-        options.add_argument(flag)  # fmt: skip
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        "--window-size=1400,2200",
+        f"--user-data-dir={tmp_path / 'chrome-profile'}",
+    ):
+        options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
     yield driver
@@ -68,8 +78,9 @@ def test_upload_check_train_and_watch_progress_and_memory(tmp_path, tiny_base, b
         browser.get(server.url)
         wait_text(browser, "XTTS fine-tuning studio")
 
-        typed = browser.find_element(By.XPATH, "//*[contains(text(), 'train CSV path on this machine')]"
-                                              "/ancestor::label//textarea")  # fmt: skip
+        typed = browser.find_element(
+            By.XPATH, "//*[contains(text(), 'train CSV path on this machine')]/ancestor::label//textarea"
+        )
         typed.send_keys(str(csv_path))
         time.sleep(1)
         click_button(browser, "Check dataset")
@@ -89,8 +100,11 @@ def test_upload_check_train_and_watch_progress_and_memory(tmp_path, tiny_base, b
         accordion = [b for b in buttons if b.text.startswith("Measured quality")][0]
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", accordion)
         accordion.click()
-        sentences = WebDriverWait(browser, 20).until(lambda d: d.find_element(
-            By.XPATH, "//*[normalize-space(text())='Sentences scored per evaluation']/ancestor::label//input"))
+        sentences = WebDriverWait(browser, 20).until(
+            lambda d: d.find_element(
+                By.XPATH, "//*[normalize-space(text())='Sentences scored per evaluation']/ancestor::label//input"
+            )
+        )
         sentences.clear()
         sentences.send_keys("1")
         time.sleep(1)
@@ -119,9 +133,12 @@ def test_upload_check_train_and_watch_progress_and_memory(tmp_path, tiny_base, b
         assert epochs.get_attribute("value") == "6", "the form holds the running run's values after a reload"
         wait_text(browser, "Training finished", 300)
         time.sleep(3)
-        log = browser.find_element(By.XPATH, "//*[normalize-space(text())='Log (last lines)']/ancestor::label//textarea")
-        at_end = browser.execute_script("const e = arguments[0]; return e.scrollTop + e.clientHeight >= e.scrollHeight - 4;",
-                                        log)  # fmt: skip
+        log = browser.find_element(
+            By.XPATH, "//*[normalize-space(text())='Log (last lines)']/ancestor::label//textarea"
+        )
+        at_end = browser.execute_script(
+            "const e = arguments[0]; return e.scrollTop + e.clientHeight >= e.scrollHeight - 4;", log
+        )
         assert at_end, "the log shows its last lines"
         browser.save_screenshot(str(tmp_path / "finished.png"))
         # Measured quality: one row per evaluation beside the loss plot, newest first; without

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
-from tests.webui.app_server import AppServer
 from tests.helpers import SENTENCES, write_clip
+from tests.webui.app_server import AppServer
 from utils.training.arguments import TrainArguments
 from webui.form import form_values
 
@@ -31,8 +31,15 @@ def absolute_path_csv(folder: Path, n: int = 12) -> Path:
 
 def form(train_csv: str, epochs: int, **changes) -> dict:
     """/start_training's parameters, named and valued as the declaration says (the form's own values)."""
-    arguments = TrainArguments(version="tiny", num_epochs=epochs, batch_size=4, grad_acumm=1,
-                               enable_mixed_precision=False, train_csv=train_csv, quality_eval=0)  # fmt: skip
+    arguments = TrainArguments(
+        version="tiny",
+        num_epochs=epochs,
+        batch_size=4,
+        grad_acumm=1,
+        enable_mixed_precision=False,
+        train_csv=train_csv,
+        quality_eval=0,
+    )
     return {**form_values(arguments), **changes}
 
 
@@ -68,14 +75,17 @@ def test_dataset_train_stop_status_memory_synthesize_export(app):
     before = csv_path.read_bytes()
 
     # A CSV typed by path, in a folder the app was started with (--data-dir); its audio lies beside it.
-    result = client.predict(None, str(csv_path), None, "", "en", 11.6, "tiny", False,
-                            api_name="/validate_dataset")  # fmt: skip
+    result = client.predict(None, str(csv_path), None, "", "en", 11.6, "tiny", False, api_name="/validate_dataset")
     summary, train_csv, language = result[0], result[-3], result[-1]
     assert "Ready to train" in summary and "12 of 12 rows usable" in summary and "10 for training" in summary
     assert train_csv.endswith("metadata.csv") and language == "en"
 
     # Numbers arrive as the web sends them; they are checked like the notebook's and never break the status.
-    for epochs, complaint in ((1e30, "at most|greater than maximum"), (2.7, "whole number"), (0, "at least 1|less than")):
+    for epochs, complaint in (
+        (1e30, "at most|greater than maximum"),
+        (2.7, "whole number"),
+        (0, "at least 1|less than"),
+    ):
         with pytest.raises(Exception, match=complaint):
             client.predict(**form(train_csv, 2, num_epochs=epochs), api_name="/start_training")
     assert client.predict(api_name="/training_status")["status"] == "idle"
@@ -109,15 +119,29 @@ def test_dataset_train_stop_status_memory_synthesize_export(app):
     assert client.predict(**form(train_csv, 8, resume_from=run_name), api_name="/start_training") == "Training started."
     resumed = wait_for(client, lambda s: s["status"] not in ("starting", "running"), 240, "the resumed run")
     assert resumed["status"] == "finished" and resumed["run_dir"] == stopped["run_dir"] and resumed["step"] == 24
-    steps = [json.loads(line)["step"] for line in (Path(resumed["run_dir"]) / "metrics.jsonl").open()
-             if json.loads(line)["type"] == "train"]  # fmt: skip
+    steps = [
+        json.loads(line)["step"]
+        for line in (Path(resumed["run_dir"]) / "metrics.jsonl").open()
+        if json.loads(line)["type"] == "train"
+    ]
     assert sorted(set(steps)) == list(range(1, 25))
 
     # The Test tab's defaults as the page sends them (whole numbers as int) generate speech.
     audio, download = client.predict(
-        str(first_run), "", None, "Hello from the test.", "en", 0.75, 1, 5, 50, 0.85, 1, 20,
+        str(first_run),
+        "",
+        None,
+        "Hello from the test.",
+        "en",
+        0.75,
+        1,
+        5,
+        50,
+        0.85,
+        1,
+        20,
         api_name="/synthesize",
-    )  # fmt: skip
+    )
     data, rate = sf.read(audio)
     assert rate == 24000 and len(data) > 0
 

@@ -53,7 +53,9 @@ def test_typed_paths_outside_the_app_folders_are_refused_unread(app, tmp_path):
     # A symlink inside an allowed folder that points outside is resolved, and refused.
     link = folder / "data" / "linked.csv"
     link.symlink_to(secret)
-    message = refused(client.predict, None, str(link), None, "", "en", 11.6, "tiny", False, api_name="/validate_dataset")
+    message = refused(
+        client.predict, None, str(link), None, "", "en", 11.6, "tiny", False, api_name="/validate_dataset"
+    )
     assert "outside the folders" in message and "TOP-SECRET" not in message
 
 
@@ -89,8 +91,9 @@ def test_export_and_synthesis_reach_only_runs_of_this_app(app, tmp_path):
         (fake / name).write_text("{}")
     for target in (str(fake), str(fake.parent), "../../etc"):
         assert "outside the folders" in refused(client.predict, target, False, api_name="/export_model")
-    message = refused(client.predict, str(fake), "", None, "hi", "en", 0.75, 1.0, 5.0, 50, 0.85, 1.0, 20,
-                      api_name="/synthesize")  # fmt: skip
+    message = refused(
+        client.predict, str(fake), "", None, "hi", "en", 0.75, 1.0, 5.0, 50, 0.85, 1.0, 20, api_name="/synthesize"
+    )
     assert "outside the folders" in message
 
 
@@ -139,6 +142,12 @@ def test_the_server_hands_out_only_files_it_produced(app):
 )
 def test_launch_refuses_an_open_or_unusable_login(tmp_path, flags, message):
     env = {k: v for k, v in os.environ.items() if k not in ("XTTS_AUTH", "XTTS_INSECURE_OPEN")}
-    result = subprocess.run([sys.executable, "app.py", "--output-dir", str(tmp_path), *flags], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "app.py", "--output-dir", str(tmp_path), *flags],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and message in result.stderr

@@ -36,9 +36,19 @@ def test_the_effective_batch_counts_the_gpus_and_the_learning_rate_advice_scales
 
 
 def test_memory_is_shown_per_rank_in_a_multi_gpu_run():
-    ranks = [{"rank": r, "device": f"cuda:{r}", "gpu_allocated_mb": 1024.0 * (r + 1), "gpu_reserved_mb": 4096.0,
-              "gpu_peak_allocated_mb": 3072.0, "gpu_used_mb": 5120.0, "gpu_total_mb": 81920.0, "process_rss_mb": 2048.0}
-             for r in (0, 1)]  # fmt: skip
+    ranks = [
+        {
+            "rank": r,
+            "device": f"cuda:{r}",
+            "gpu_allocated_mb": 1024.0 * (r + 1),
+            "gpu_reserved_mb": 4096.0,
+            "gpu_peak_allocated_mb": 3072.0,
+            "gpu_used_mb": 5120.0,
+            "gpu_total_mb": 81920.0,
+            "process_rss_mb": 2048.0,
+        }
+        for r in (0, 1)
+    ]
     sample = {"time": 1.0, "process_rss_mb": 300.0, "ram_used_mb": 9000.0, "ranks": ranks}
     text = memory_markdown(sample, {"ram_used_mb": 9000.0, "ram_total_mb": 64000.0, "process_rss_mb": 500.0})
     assert "**rank 0 (cuda:0)** GPU allocated 1.00 GB" in text and "**rank 1 (cuda:1)** GPU allocated 2.00 GB" in text

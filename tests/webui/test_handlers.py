@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import digests, write_clip, write_dataset
-from webui import run_view
-from webui.context import UIContext
-from webui.dataset_tab import validate_handler
-from webui.export_tab import delete_training_checkpoints
 from utils.training.arguments import TrainArguments
 from utils.training.run_record import RunStatus
+from webui import run_view
+from webui.context import UIContext
+from webui.dataset_handlers import validate_handler
+from webui.export_tab import delete_training_checkpoints
 from webui.form import arguments_from_form, form_values
 from webui.runner import RunState, TrainingRunner
 from webui.train_tab import batch_markdown, plan_markdown
@@ -28,9 +28,20 @@ def make_context(tmp_path: Path) -> UIContext:
 
 
 # The form's values (component ids, the clip length in seconds) derive from the declaration, as in the app.
-FORM = form_values(TrainArguments(version="tiny", num_epochs=3, batch_size=4, grad_acumm=2, max_audio_length=220500,
-                                  enable_sdpa=False, train_csv="data/metadata.csv", save_step=500, seed=3,
-                                  quality_eval=0))
+FORM = form_values(
+    TrainArguments(
+        version="tiny",
+        num_epochs=3,
+        batch_size=4,
+        grad_acumm=2,
+        max_audio_length=220500,
+        enable_sdpa=False,
+        train_csv="data/metadata.csv",
+        save_step=500,
+        seed=3,
+        quality_eval=0,
+    )
+)
 
 
 def build_train_kwargs(output_dir: str, **values) -> dict:
@@ -88,8 +99,19 @@ def test_validate_handler_turns_bad_input_into_a_message(tmp_path):
 def test_status_views_from_metrics_records():
     records = [
         {"type": "status", "status": "started", "total_steps": 10},
-        *({"type": "train", "step": s, "epoch": 1, "loss": 5.0 - 0.1 * s, "step_time": 0.5, "loader_time": 0.5,
-           "samples_per_sec": 8.0, "total_steps": 10} for s in range(1, 5)),  # fmt: skip
+        *(
+            {
+                "type": "train",
+                "step": s,
+                "epoch": 1,
+                "loss": 5.0 - 0.1 * s,
+                "step_time": 0.5,
+                "loader_time": 0.5,
+                "samples_per_sec": 8.0,
+                "total_steps": 10,
+            }
+            for s in range(1, 5)
+        ),
         {"type": "eval", "step": 4, "eval_loss": 4.8, "total_steps": 10},
     ]
     info = run_view.progress(records)
@@ -133,8 +155,10 @@ def test_delete_training_checkpoints_keeps_ready_and_records(tmp_path):
 def test_runner_status_follows_a_real_child_run(tmp_path, tiny_base):
     runner = TrainingRunner(tmp_path / "output")
     csv_path = write_dataset(tmp_path / "data", n=6)
-    kwargs = build_train_kwargs(**{**FORM, "train_csv": str(csv_path), "num_epochs": 1, "enable_mixed_precision": False},
-                                output_dir=str(tmp_path / "output"))  # fmt: skip
+    kwargs = build_train_kwargs(
+        **{**FORM, "train_csv": str(csv_path), "num_epochs": 1, "enable_mixed_precision": False},
+        output_dir=str(tmp_path / "output"),
+    )
     started, _ = runner.start(kwargs)
     assert started and runner.state.status == "starting"
     again, message = runner.start(kwargs)
@@ -158,7 +182,9 @@ def test_runner_reports_a_failed_child_and_stays_usable(tmp_path):
     import time
 
     runner = TrainingRunner(tmp_path / "output")
-    kwargs = build_train_kwargs(**{**FORM, "train_csv": str(tmp_path / "gone.csv")}, output_dir=str(tmp_path / "output"))
+    kwargs = build_train_kwargs(
+        **{**FORM, "train_csv": str(tmp_path / "gone.csv")}, output_dir=str(tmp_path / "output")
+    )
     assert runner.start(kwargs)[0]
     deadline = time.time() + 120
     while runner.is_active() and time.time() < deadline:
@@ -174,7 +200,7 @@ def test_zip_upload_is_extracted_safely_and_checked(tmp_path):
 
     import gradio as gr
 
-    from webui.dataset_tab import zip_handler
+    from webui.dataset_handlers import zip_handler
 
     ctx = make_context(tmp_path)
     csv_path = write_dataset(tmp_path / "data", n=5)
@@ -212,7 +238,7 @@ def test_preview_plays_only_decodable_audio_never_other_files(tmp_path):
 def test_prepared_dataset_names_cannot_leave_the_datasets_folder(tmp_path):
     import gradio as gr
 
-    from webui.dataset_tab import prepared_folder
+    from webui.dataset_handlers import prepared_folder
 
     ctx = make_context(tmp_path)
     assert prepared_folder(ctx, "my-voice_1", "en") == ctx.datasets_dir / "my-voice_1"

@@ -14,15 +14,16 @@ import soundfile as sf
 
 from tests.helpers import digests, synth_speech, write_dataset
 from webui.context import UIContext
-from webui.dataset_tab import UPLOADS_FOLDER, validate_handler, zip_handler
+from webui.dataset_handlers import UPLOADS_FOLDER, validate_handler, zip_handler
 from webui.runner import TrainingRunner
 
 
 @pytest.fixture
 def ctx(tmp_path: Path) -> UIContext:
     # As launched with --data-dir tmp_path: the test's zips stand where an operator's data would.
-    return UIContext(output_dir=tmp_path / "output", runner=TrainingRunner(tmp_path / "output"),
-                     data_dirs=(tmp_path.resolve(),))
+    return UIContext(
+        output_dir=tmp_path / "output", runner=TrainingRunner(tmp_path / "output"), data_dirs=(tmp_path.resolve(),)
+    )
 
 
 def voice_zip(tmp_path: Path) -> Path:
@@ -79,8 +80,9 @@ def test_a_bad_option_is_reported_before_anything_is_extracted(ctx, tmp_path):
 def test_preview_of_a_long_recording_plays_its_beginning_only(ctx, tmp_path):
     data = tmp_path / "data"
     csv_path = write_dataset(data, n=3)
-    sf.write(str(data / "wavs" / "long.wav"), np.stack([synth_speech(40.0, 1, 44100)] * 2, axis=1), 44100,
-             subtype="FLOAT")  # fmt: skip
+    sf.write(
+        str(data / "wavs" / "long.wav"), np.stack([synth_speech(40.0, 1, 44100)] * 2, axis=1), 44100, subtype="FLOAT"
+    )
     lines = csv_path.read_text().splitlines()
     csv_path.write_text("\n".join([lines[0], "wavs/long.wav|a long recording|speaker_a", *lines[1:]]) + "\n")
     before = digests(data)

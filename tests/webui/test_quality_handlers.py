@@ -18,7 +18,7 @@ from utils.quality.asr import bundled_whisper_dir
 from utils.quality.compare import compare_with_base
 from webui import quality_view
 from webui.context import UIContext
-from webui.dataset_tab import check_handler, prepare_handler
+from webui.dataset_handlers import check_handler, prepare_handler
 from webui.paths import PathRefused
 from webui.runner import TrainingRunner
 from webui.test_tab import compare_handler
@@ -29,8 +29,9 @@ SAMPLING = dict(temperature=0.75, length_penalty=1.0, repetition_penalty=5.0, to
 
 def make_context(root: Path) -> UIContext:
     (root / "data").mkdir(parents=True, exist_ok=True)
-    return UIContext(output_dir=root / "output", runner=TrainingRunner(root / "output"),
-                     data_dirs=((root / "data").resolve(),))  # fmt: skip
+    return UIContext(
+        output_dir=root / "output", runner=TrainingRunner(root / "output"), data_dirs=((root / "data").resolve(),)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +43,21 @@ def quality_run(tmp_path_factory, tiny_base):
     root = tmp_path_factory.mktemp("app")
     ctx = make_context(root)
     csv_path = write_dataset(root / "data" / "voice", n=12)
-    result = train_gpt(version="tiny", train_csv=str(csv_path), output_path=str(ctx.output_dir), num_epochs=2,
-                       batch_size=4, grad_acumm=1, learning_rate=1e-3, enable_mixed_precision=False, num_workers=0,
-                       quality_eval=1, quality_max_audio_tokens=10, best_by="cer",
-                       whisper_model=str(bundled_whisper_dir()))  # fmt: skip
+    result = train_gpt(
+        version="tiny",
+        train_csv=str(csv_path),
+        output_path=str(ctx.output_dir),
+        num_epochs=2,
+        batch_size=4,
+        grad_acumm=1,
+        learning_rate=1e-3,
+        enable_mixed_precision=False,
+        num_workers=0,
+        quality_eval=1,
+        quality_max_audio_tokens=10,
+        best_by="cer",
+        whisper_model=str(bundled_whisper_dir()),
+    )
     return ctx, Path(result.run_dir)
 
 
@@ -76,10 +88,20 @@ def test_evaluation_clips_reads_only_the_runs_evals_folder(tmp_path):
 
 
 def test_quality_table_says_why_a_score_is_empty():
-    records = [{"type": "eval", "step": 3},
-               {"type": "quality", "step": 3, "cer": None, "wer": None, "similarity": 0.81234, "duration_ratio": 1.1,
-                "combined": None, "is_best": True,
-                "reasons": ["cer: Whisper model 'small' is not available: download failed (no network)"]}]  # fmt: skip
+    records = [
+        {"type": "eval", "step": 3},
+        {
+            "type": "quality",
+            "step": 3,
+            "cer": None,
+            "wer": None,
+            "similarity": 0.81234,
+            "duration_ratio": 1.1,
+            "combined": None,
+            "is_best": True,
+            "reasons": ["cer: Whisper model 'small' is not available: download failed (no network)"],
+        },
+    ]
     table = quality_view.quality_frame(records)
     assert table.iloc[0]["CER"] == "— Whisper model 'small' is not available" and table.iloc[0]["similarity"] == "0.812"
     assert table.iloc[0]["best"] == "★" and "download failed" in table.iloc[0]["notes"]
@@ -88,15 +110,18 @@ def test_quality_table_says_why_a_score_is_empty():
 @pytest.mark.slow
 def test_compare_with_the_base_model_same_text_reference_and_seed(quality_run):
     ctx, run_dir = quality_run
-    finetuned, base, scores = compare_handler(ctx, str(run_dir), "", None, "hello world", "en", 7, "small",
-                                              **SAMPLING, max_tokens=10)  # fmt: skip
+    finetuned, base, scores = compare_handler(
+        ctx, str(run_dir), "", None, "hello world", "en", 7, "small", **SAMPLING, max_tokens=10
+    )
     assert finetuned[0] == base[0] == 24000 and len(finetuned[1]) == len(base[1])
     assert not np.allclose(finetuned[1], base[1]), "the fine-tuned weights speak differently"
-    again, _, _ = compare_handler(ctx, str(run_dir), "", None, "hello world", "en", 7, "small", **SAMPLING,
-                                  max_tokens=10)  # fmt: skip
+    again, _, _ = compare_handler(
+        ctx, str(run_dir), "", None, "hello world", "en", 7, "small", **SAMPLING, max_tokens=10
+    )
     assert np.array_equal(again[1], finetuned[1]), "the same seed gives the same audio"
-    other, _, _ = compare_handler(ctx, str(run_dir), "", None, "hello world", "en", 8, "small", **SAMPLING,
-                                  max_tokens=10)  # fmt: skip
+    other, _, _ = compare_handler(
+        ctx, str(run_dir), "", None, "hello world", "en", 8, "small", **SAMPLING, max_tokens=10
+    )
     assert not np.array_equal(other[1], finetuned[1])
     assert list(scores["model"]) == ["fine-tuned", "base tiny"]
     # No 'small' Whisper model on this machine: the CER is empty and the note says why.
@@ -108,8 +133,9 @@ def test_compare_with_the_base_model_same_text_reference_and_seed(quality_run):
 @pytest.mark.slow
 def test_compare_with_base_scores_both_sides_from_a_notebook(quality_run, whisper, tmp_path):  # noqa: F811
     _, run_dir = quality_run
-    result = compare_with_base(run_dir, "hello world", seed=3, transcriber=whisper, output_dir=tmp_path,
-                               max_audio_tokens=10)  # fmt: skip
+    result = compare_with_base(
+        run_dir, "hello world", seed=3, transcriber=whisper, output_dir=tmp_path, max_audio_tokens=10
+    )
     assert result.finetuned.file.is_file() and result.base.file.is_file() and result.seed == 3
     assert result.reference == run_dir / "ready" / "reference.wav"
     for side in (result.finetuned, result.base):
@@ -144,8 +170,9 @@ def checked_voice(tmp_path, espeak_clips):  # noqa: F811 - the shared session fi
 def test_dataset_check_then_prepare_with_the_edits_made_in_the_table(checked_voice):
     ctx, csv_path = checked_voice
     before = digests(csv_path.parent)
-    summary, table, originals, *players = check_handler(ctx, str(csv_path), "", "en", 11.6, "small", 0.3,
-                                                        progress=lambda *a, **k: None)  # fmt: skip
+    summary, table, originals, *players = check_handler(
+        ctx, str(csv_path), "", "en", 11.6, "small", 0.3, progress=lambda *a, **k: None
+    )
     assert "1 of 6 rows flagged" in summary and "Transcripts not checked" in summary and "not available" in summary
     assert list(table["audio_file"]) == ["wavs/s1.wav"] and "clipped" in table.iloc[0]["problems"]
     assert table.iloc[0]["clipping %"] > 0.1 and originals == {"wavs/s1.wav": SENTENCES[1]}
@@ -154,24 +181,30 @@ def test_dataset_check_then_prepare_with_the_edits_made_in_the_table(checked_voi
     # The user ticks nothing but corrects the text, in the page: the correction reaches the prepared copy.
     edited = table.copy()
     edited.loc[0, "text"] = "we train the model on our very own speech"
-    message, train_csv, eval_csv, _ = prepare_handler(ctx, str(csv_path), "", "en", 11.6, "fixed", "tiny", False,
-                                                      edited, originals, progress=lambda *a, **k: None)  # fmt: skip
+    message, train_csv, eval_csv, _ = prepare_handler(
+        ctx, str(csv_path), "", "en", 11.6, "fixed", "tiny", False, edited, originals, progress=lambda *a, **k: None
+    )
     assert "1 transcript(s) corrected in the prepared copy" in message
     texts = [line.split("|")[1] for name in (train_csv, eval_csv) for line in Path(name).read_text().splitlines()[1:]]
     assert "we train the model on our very own speech" in texts and SENTENCES[1] not in texts
     # Ticking exclude leaves the row out of a new prepared dataset.
     edited.loc[0, "exclude"] = True
-    message, train_csv, eval_csv, rows = prepare_handler(ctx, str(csv_path), "", "en", 11.6, "clean", "tiny", False,
-                                                         edited, originals, progress=lambda *a, **k: None)  # fmt: skip
+    message, train_csv, eval_csv, rows = prepare_handler(
+        ctx, str(csv_path), "", "en", 11.6, "clean", "tiny", False, edited, originals, progress=lambda *a, **k: None
+    )
     assert "1 row(s) excluded on request: wavs/s1.wav" in message and rows == 4
     assert digests(csv_path.parent) == before, "the user's files are unchanged"
 
 
 def test_edits_from_the_table_ignore_rows_the_check_did_not_list():
     originals = {"wavs/a.wav": "text a", "wavs/b.wav": "text b"}
-    table = pd.DataFrame([{"exclude": "true", "text": "text a", "audio_file": "wavs/a.wav"},
-                          {"exclude": False, "text": "new b", "audio_file": "wavs/b.wav"},
-                          {"exclude": True, "text": "x", "audio_file": "/etc/passwd"}])  # fmt: skip
+    table = pd.DataFrame(
+        [
+            {"exclude": "true", "text": "text a", "audio_file": "wavs/a.wav"},
+            {"exclude": False, "text": "new b", "audio_file": "wavs/b.wav"},
+            {"exclude": True, "text": "x", "audio_file": "/etc/passwd"},
+        ]
+    )
     assert quality_view.edits_from_table(table, originals) == (["wavs/a.wav"], {"wavs/b.wav": "new b"})
     assert quality_view.edits_from_table(None, originals) == ([], {})
 
@@ -179,8 +212,13 @@ def test_edits_from_the_table_ignore_rows_the_check_did_not_list():
 def test_an_early_stop_is_what_the_page_says_when_the_run_ends(tmp_path):
     runner = TrainingRunner(tmp_path / "output")
     early = {"step": 6, "message": "Stopped early at step 6: the cer did not improve for 1 evaluation(s)."}
-    runner._apply({"type": "result", "status": "stopped",
-                   "result": {"run_dir": str(tmp_path), "stop_checkpoint": "c.pth", "early_stop": early}})  # fmt: skip
+    runner._apply(
+        {
+            "type": "result",
+            "status": "stopped",
+            "result": {"run_dir": str(tmp_path), "stop_checkpoint": "c.pth", "early_stop": early},
+        }
+    )
     assert runner.state.status == "stopped" and runner.state.message == early["message"]
     runner._apply({"type": "result", "status": "stopped", "result": {"stop_checkpoint": "c.pth", "early_stop": None}})
     assert runner.state.message.startswith("Stopped. Checkpoint saved: `c.pth`")

@@ -64,8 +64,10 @@ def _check_wav_length(path: str | os.PathLike, duration: float) -> None:
     if present == 0:
         raise AudioError("is truncated: its WAV header declares audio but the file holds none. Copy or export it again")
     claimed = duration * declared / present
-    raise AudioError(f"is truncated: its WAV header declares {claimed:.2f} s but the file holds only {duration:.2f} s "
-                     "(an interrupted copy or export?), so its text would not match. Copy or export it again")  # fmt: skip
+    raise AudioError(
+        f"is truncated: its WAV header declares {claimed:.2f} s but the file holds only {duration:.2f} s "
+        "(an interrupted copy or export?), so its text would not match. Copy or export it again"
+    )
 
 
 def _scan_levels(path: str, frames: int, rate: int) -> tuple[float, float]:
@@ -83,8 +85,10 @@ def _scan_levels(path: str, frames: int, rate: int) -> tuple[float, float]:
     if read == 0:
         raise AudioError("has no samples")
     if read < frames - rate // 100:
-        raise AudioError(f"decodes to {read / rate:.2f} s although its header declares {frames / rate:.2f} s: the "
-                         "file is damaged. Export it again")  # fmt: skip
+        raise AudioError(
+            f"decodes to {read / rate:.2f} s although its header declares {frames / rate:.2f} s: the "
+            "file is damaged. Export it again"
+        )
     rms = math.sqrt(squares / read)
     return (20 * math.log10(rms) if rms > 0 else -math.inf), peak
 

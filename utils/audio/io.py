@@ -50,7 +50,7 @@ def _read_with_ffmpeg(path: str | os.PathLike, seconds: float | None) -> tuple[n
         return wav.mean(dim=0).numpy().astype(np.float32), int(rate), wav.shape[0]
     except MemoryError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any decoder failure is "cannot be decoded"
+    except Exception as exc:
         raise AudioError(f"cannot be decoded ({type(exc).__name__}: {str(exc)[:120]})") from exc
 
 

@@ -59,10 +59,10 @@ def frame_rms(wav: np.ndarray, frame: int, hop: int) -> np.ndarray:
         # A strided view, computed in blocks: no copy of the whole recording is made.
         windows = np.lib.stride_tricks.sliding_window_view(wav, frame)[::hop]
         for b in range(0, n_full, _FRAMES_PER_BLOCK):
-            block = windows[b:b + _FRAMES_PER_BLOCK].astype(np.float64)
-            out[b:b + len(block)] = np.sqrt(np.mean(block * block, axis=1))
+            block = windows[b : b + _FRAMES_PER_BLOCK].astype(np.float64)
+            out[b : b + len(block)] = np.sqrt(np.mean(block * block, axis=1))
     for i in range(n_full, n_frames):  # the few frames running past the end
-        tail = wav[i * hop:].astype(np.float64)
+        tail = wav[i * hop :].astype(np.float64)
         out[i] = np.sqrt(np.sum(tail * tail) / frame)
     return out
 
@@ -138,7 +138,7 @@ def _split_long(s: int, e: int, rms: np.ndarray, hop: int, frame: int, min_len: 
         f_lo = max(0, -(-(lo - frame // 2) // hop))
         f_hi = min(len(rms) - 1, (hi - frame // 2) // hop)
         if f_hi >= f_lo:
-            best = f_lo + int(np.argmin(rms[f_lo:f_hi + 1]))
+            best = f_lo + int(np.argmin(rms[f_lo : f_hi + 1]))
             cut = best * hop + frame // 2
         else:
             cut = hi

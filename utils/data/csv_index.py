@@ -27,8 +27,8 @@ import json
 import os
 import re
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -76,18 +76,7 @@ def build_offset_index(
             newlines = np.flatnonzero(buf == _LF)
             if newlines.size:
                 ends = newlines.astype(np.int64) + base  # offset of each line's "\n"
-                starts = np.empty_like(ends)
-                starts[0] = line_start
-                starts[1:] = ends[:-1] + 1
-                lengths = ends - starts
-                keep = lengths > 1
-                single = lengths == 1
-                if single.any():
-                    # A 1-byte line is blank when that byte is the CR of a CRLF.
-                    rel = starts[single] - base  # -1 when the byte is the previous chunk's last
-                    first = np.where(rel >= 0, buf[np.maximum(rel, 0)], prev_last)
-                    keep[single] = first != _CR
-                kept = starts[keep]
+                kept = _row_starts(buf, ends, base, line_start, prev_last)
                 if header_pending and kept.size:
                     kept = kept[1:]
                     header_pending = False
@@ -107,6 +96,22 @@ def build_offset_index(
     if not parts:
         return np.zeros(0, dtype=np.int64)
     return np.concatenate(parts).astype(np.int64, copy=False)
+
+
+def _row_starts(buf: np.ndarray, ends: np.ndarray, base: int, line_start: int, prev_last: int) -> np.ndarray:
+    """Start offsets of the non-empty lines ending at `ends` (file offsets of their "\\n") in one chunk."""
+    starts = np.empty_like(ends)
+    starts[0] = line_start
+    starts[1:] = ends[:-1] + 1
+    lengths = ends - starts
+    keep = lengths > 1
+    single = lengths == 1
+    if single.any():
+        # A 1-byte line is blank when that byte is the CR of a CRLF.
+        rel = starts[single] - base  # -1 when the byte is the previous chunk's last
+        first = np.where(rel >= 0, buf[np.maximum(rel, 0)], prev_last)
+        keep[single] = first != _CR
+    return starts[keep]
 
 
 def _sanitise(name: str) -> str:
@@ -149,14 +154,15 @@ class CsvRowIndex:
     was when opened; reopen after the file changes.
     """
 
-    def __init__(self, csv_path: str | os.PathLike, offsets: np.ndarray, *, built_now: bool,
-                 cache_path: Path | None = None) -> None:
+    def __init__(
+        self, csv_path: str | os.PathLike, offsets: np.ndarray, *, built_now: bool, cache_path: Path | None = None
+    ) -> None:
         self.path = Path(csv_path).resolve()
         self.offsets = offsets
         #: True when this open built the index, False when it came from the cache.
         self.built_now = built_now
         self.cache_path = cache_path
-        self._file = open(self.path, "rb")
+        self._file = open(self.path, "rb")  # noqa: SIM115 - held open for seeks until close()
         self._lock = threading.Lock()
 
     @classmethod
@@ -168,7 +174,7 @@ class CsvRowIndex:
         has_header: bool = True,
         progress: ProgressFn | None = None,
         chunk_size: int = CHUNK_SIZE,
-    ) -> "CsvRowIndex":
+    ) -> CsvRowIndex:
         """Open ``csv_path`` using the index cached in ``cache_dir``, building it if stale/missing.
 
         ``cache_dir`` is created if needed and must not be the CSV's own folder (we never write
@@ -192,15 +198,15 @@ class CsvRowIndex:
         # version of the file may be cached or returned.
         for _ in range(3):
             before = source_fingerprint(source)
-            offsets = build_offset_index(source, has_header=has_header, progress=progress,
-                                         chunk_size=chunk_size)
+            offsets = build_offset_index(source, has_header=has_header, progress=progress, chunk_size=chunk_size)
             if source_fingerprint(source) == before:
                 break
         else:
             raise RuntimeError(f"{source} kept changing while it was being indexed")
 
-        meta = dict(before, format=CACHE_FORMAT, has_header=has_header, rows=int(offsets.size),
-                    index_file=npy_path.name)
+        meta = dict(
+            before, format=CACHE_FORMAT, has_header=has_header, rows=int(offsets.size), index_file=npy_path.name
+        )
         # Index first, sidecar last: the sidecar is the commit marker of a complete cache.
         atomic_write(npy_path, functools.partial(np.save, arr=offsets, allow_pickle=False))
         write_text_atomic(json_path, json.dumps(meta, indent=1))
@@ -215,8 +221,9 @@ class CsvRowIndex:
             meta = json.loads(json_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        expected = dict(source_fingerprint(source), format=CACHE_FORMAT, has_header=has_header,
-                        index_file=npy_path.name)
+        expected = dict(
+            source_fingerprint(source), format=CACHE_FORMAT, has_header=has_header, index_file=npy_path.name
+        )
         if any(meta.get(k) != v for k, v in expected.items()):
             return None
         try:
@@ -268,7 +275,7 @@ class CsvRowIndex:
         self._file.close()
         self.offsets = np.zeros(0, dtype=np.int64)
 
-    def __enter__(self) -> "CsvRowIndex":
+    def __enter__(self) -> CsvRowIndex:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -30,11 +30,21 @@ from utils.data.csv_records import (
     iter_records,
     split_line,
     uses_quoting,
-)  # fmt: skip
+)
 from utils.data.csv_text import TextFacts, inspect_text, raw_lines, strip_line_ending
 
-__all__ = ["AUDIO_EXTENSIONS", "HEADER_COLUMNS", "SEPARATOR_NAMES", "CsvLayout", "CsvRow", "Problem", "detect_layout",
-           "is_windows_drive_path", "iter_rows", "resolve_audio_path"]  # fmt: skip
+__all__ = [
+    "AUDIO_EXTENSIONS",
+    "HEADER_COLUMNS",
+    "SEPARATOR_NAMES",
+    "CsvLayout",
+    "CsvRow",
+    "Problem",
+    "detect_layout",
+    "is_windows_drive_path",
+    "iter_rows",
+    "resolve_audio_path",
+]
 HEADER_COLUMNS = ("audio_file", "text", "speaker_name")
 LJSPEECH_COLUMNS = ("id", "text", "normalized_text")
 
@@ -115,12 +125,19 @@ def _looks_like_audio(value: str) -> bool:
 def _encoding_findings(layout: CsvLayout, facts: TextFacts) -> None:
     if facts.encoding == "cp1252":
         layout.problems.append(
-            Problem(facts.first_non_utf8, "", "warning", "File is not UTF-8 (first bad byte on this line); read "
-                    "as Windows-1252. Save it as UTF-8 to be sure the text is what you meant.")  # fmt: skip
+            Problem(
+                facts.first_non_utf8,
+                "",
+                "warning",
+                "File is not UTF-8 (first bad byte on this line); read "
+                "as Windows-1252. Save it as UTF-8 to be sure the text is what you meant.",
+            )
         )
     elif facts.undecodable:
-        layout.notes.append(f"{facts.undecodable} line(s) are not valid UTF-8 although the rest of the file is (the "
-                            f"first is line {facts.first_undecodable}); their rows are listed as errors.")  # fmt: skip
+        layout.notes.append(
+            f"{facts.undecodable} line(s) are not valid UTF-8 although the rest of the file is (the "
+            f"first is line {facts.first_undecodable}); their rows are listed as errors."
+        )
     if facts.bom:
         layout.notes.append("UTF-8 byte order mark found and ignored.")
     if facts.cr_only:
@@ -133,8 +150,11 @@ def detect_layout(path: Path) -> CsvLayout:
     layout = CsvLayout()
     facts = inspect_text(path)
     if facts.utf16:
-        layout.problems.append(Problem(0, "", "error", "The file is UTF-16 (Excel's 'Unicode Text'); save it as "
-                                       "'CSV UTF-8' or as UTF-8 text."))  # fmt: skip
+        layout.problems.append(
+            Problem(
+                0, "", "error", "The file is UTF-16 (Excel's 'Unicode Text'); save it as 'CSV UTF-8' or as UTF-8 text."
+            )
+        )
         return layout
     layout.encoding, layout.bom, layout.cr_only = facts.encoding, facts.bom, facts.cr_only
     _encoding_findings(layout, facts)
@@ -157,8 +177,12 @@ def detect_layout(path: Path) -> CsvLayout:
     layout.has_header = False
     if _looks_like_audio(fields[0]):
         layout.problems.append(
-            Problem(number, fields[0], "warning", "No header line: this line was read as data. Add "
-                    "`audio_file|text|speaker_name` as the first line.")  # fmt: skip
+            Problem(
+                number,
+                fields[0],
+                "warning",
+                "No header line: this line was read as data. Add `audio_file|text|speaker_name` as the first line.",
+            )
         )
         return layout
     if len(fields) >= 2 and (path.parent / "wavs" / f"{fields[0]}.wav").is_file():
@@ -167,8 +191,13 @@ def detect_layout(path: Path) -> CsvLayout:
         layout.notes.append("LJSpeech format detected (id|text|normalized text, audio in wavs/<id>.wav).")
         return layout
     layout.problems.append(
-        Problem(number, "", "error", "First line is neither the header `audio_file|text|speaker_name` nor a row "
-                f"whose first field is an audio file ({', '.join(AUDIO_EXTENSIONS[:4])}, ...). Got: {line[:80]!r}")  # fmt: skip
+        Problem(
+            number,
+            "",
+            "error",
+            "First line is neither the header `audio_file|text|speaker_name` nor a row "
+            f"whose first field is an audio file ({', '.join(AUDIO_EXTENSIONS[:4])}, ...). Got: {line[:80]!r}",
+        )
     )
     return layout
 
@@ -196,8 +225,14 @@ def iter_rows(path: str | os.PathLike, layout: CsvLayout | None = None) -> Itera
     if any(p.severity == "error" for p in layout.problems):
         return
     csv_dir = str(path.parent)
-    for record in iter_records(path, layout.separator, layout.encoding, header=layout.has_header,
-                               width=len(layout.columns), audio_first=layout.columns[0] == "audio_file"):  # fmt: skip
+    for record in iter_records(
+        path,
+        layout.separator,
+        layout.encoding,
+        header=layout.has_header,
+        width=len(layout.columns),
+        audio_first=layout.columns[0] == "audio_file",
+    ):
         yield _to_row(record, layout, str(path), csv_dir)
 
 
@@ -214,8 +249,15 @@ def _to_row(record: Record, layout: CsvLayout, csv_file: str, csv_dir: str) -> C
         return Problem(record.first, first_field, "error", mapped, csv_file)
     values, warnings = mapped
     audio = values["audio_file"]
-    return CsvRow(record.first, audio, values["text"], values.get("speaker_name", ""),
-                  resolve_audio_path(audio, csv_dir), csv_file, tuple(warnings))  # fmt: skip
+    return CsvRow(
+        record.first,
+        audio,
+        values["text"],
+        values.get("speaker_name", ""),
+        resolve_audio_path(audio, csv_dir),
+        csv_file,
+        tuple(warnings),
+    )
 
 
 def _ljspeech_row(record: Record, csv_file: str, csv_dir: str) -> CsvRow | Problem:
@@ -223,11 +265,23 @@ def _ljspeech_row(record: Record, csv_file: str, csv_dir: str) -> CsvRow | Probl
     if len(fields) < 2:
         return Problem(record.first, fields[0], "error", "Expected `id|text|normalized text`.", csv_file)
     if len(fields) > 3:
-        return Problem(record.first, fields[0], "error", f"Row has {len(fields)} fields; LJSpeech rows are "
-                       "`id|text|normalized text` and a | cannot be part of the text.", csv_file)  # fmt: skip
+        return Problem(
+            record.first,
+            fields[0],
+            "error",
+            f"Row has {len(fields)} fields; LJSpeech rows are "
+            "`id|text|normalized text` and a | cannot be part of the text.",
+            csv_file,
+        )
     normalized = fields[2] if len(fields) > 2 and fields[2] else fields[1]
-    return CsvRow(record.first, f"wavs/{fields[0]}.wav", normalized, "",
-                  os.path.join(csv_dir, "wavs", f"{fields[0]}.wav"), csv_file)  # fmt: skip
+    return CsvRow(
+        record.first,
+        f"wavs/{fields[0]}.wav",
+        normalized,
+        "",
+        os.path.join(csv_dir, "wavs", f"{fields[0]}.wav"),
+        csv_file,
+    )
 
 
 def _map_fields(record: Record, layout: CsvLayout) -> tuple[dict[str, str], list[str]] | str:
@@ -243,15 +297,19 @@ def _map_fields(record: Record, layout: CsvLayout) -> tuple[dict[str, str], list
         # No quotes in the row: its plain split is what was written (csv dropped the spaces after separators).
         fields = _rejoin_text(strip_line_ending(record.raw).split(separator), columns, separator)
         text = fields[columns.index("text")].strip()
-        warnings.append(f"More {name} separators than columns ({len(record.fields)} fields, {width} columns): the "
-                        f"text was read as {text[:80]!r}. Put the text in double quotes if that is wrong.")  # fmt: skip
+        warnings.append(
+            f"More {name} separators than columns ({len(record.fields)} fields, {width} columns): the "
+            f"text was read as {text[:80]!r}. Put the text in double quotes if that is wrong."
+        )
     values = {column: value.strip() for column, value in zip(columns, fields)}
     if "audio_file" not in values or "text" not in values:
         return "Row is missing the audio_file or text column."
     if "\n" in values["text"] or "\r" in values["text"]:
         values["text"] = re.sub(r"\s*[\r\n]+\s*", " ", values["text"])
-        warnings.append(f"Text spans lines {record.first}-{record.last} (a line break inside a quoted cell): "
-                        "read with the line breaks as spaces.")  # fmt: skip
+        warnings.append(
+            f"Text spans lines {record.first}-{record.last} (a line break inside a quoted cell): "
+            "read with the line breaks as spaces."
+        )
     return values, warnings
 
 
@@ -259,7 +317,7 @@ def _too_many_fields(count: int, layout: CsvLayout) -> str:
     columns = "|".join(layout.columns)
     where = f"the header has {len(layout.columns)} ({columns})" if layout.has_header else f"the format has {columns}"
     if layout.separator not in QUOTED_SEPARATORS:
-        hint = ("Remove the extra | separators: the coqui format has no quoting, so a | cannot be part of the text")
+        hint = "Remove the extra | separators: the coqui format has no quoting, so a | cannot be part of the text"
         if layout.columns == ("audio_file", "text"):
             hint += "; if the last field is the speaker, add speaker_name to the header"
     else:

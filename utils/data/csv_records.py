@@ -130,8 +130,11 @@ def _continues(row: Record, line: Record, width: int, audio_first: bool) -> bool
 
 def _join(row: Record, line: Record, separator: str) -> None:
     if not row.joined_lines:
-        why = (f"has no {SEPARATOR_NAMES[separator]} separator" if len(line.fields) == 1 else
-               "does not start with an audio file")  # fmt: skip
+        why = (
+            f"has no {SEPARATOR_NAMES[separator]} separator"
+            if len(line.fields) == 1
+            else "does not start with an audio file"
+        )
         row.break_why = f"line {line.first} {why}"
     row.last = line.last
     row.raw += line.raw
@@ -141,8 +144,10 @@ def _join(row: Record, line: Record, separator: str) -> None:
 def _finish(row: Record, separator: str) -> Record:
     if row.joined_lines and not row.error:
         hint = "" if separator == "|" else ", or put the text in double quotes"
-        row.error = (f"Row spans lines {row.first}-{row.last}: {row.break_why}, so the text holds a line break. Put "
-                     f"each row on one line{hint}.")  # fmt: skip
+        row.error = (
+            f"Row spans lines {row.first}-{row.last}: {row.break_why}, so the text holds a line break. Put "
+            f"each row on one line{hint}."
+        )
     return row
 
 
@@ -185,14 +190,22 @@ def _reader(lines: _Lines, separator: str):
 def _quote_error(lines: _Lines, exc: Exception) -> str:
     first, last = lines.numbers[0], lines.numbers[-1]
     if isinstance(exc, _OpenQuote) or "unexpected end of data" in str(exc):
-        until = ("at the end of the file" if not isinstance(exc, _OpenQuote) else
-                 f"at line {last + 1}, which starts a new row" if len(lines.numbers) < MAX_CELL_LINES else
-                 f"{MAX_CELL_LINES} lines later")  # fmt: skip
-        return (f"A double quote opened on line {first} is never closed (still open {until}). Close it, or "
-                'write a quote inside a quoted text as "".')  # fmt: skip
+        until = (
+            "at the end of the file"
+            if not isinstance(exc, _OpenQuote)
+            else f"at line {last + 1}, which starts a new row"
+            if len(lines.numbers) < MAX_CELL_LINES
+            else f"{MAX_CELL_LINES} lines later"
+        )
+        return (
+            f"A double quote opened on line {first} is never closed (still open {until}). Close it, or "
+            'write a quote inside a quoted text as "".'
+        )
     if "expected after" in str(exc):
-        return (f"Text continues after a closing double quote on line {last}: a field that starts with \" must "
-                'end with it; write a quote inside it as "".')  # fmt: skip
+        return (
+            f'Text continues after a closing double quote on line {last}: a field that starts with " must '
+            'end with it; write a quote inside it as "".'
+        )
     return f"Line {last} cannot be read as CSV ({exc})."
 
 

@@ -99,8 +99,10 @@ def undecodable_reason(number: int, raw: bytes, encoding: str) -> str:
         byte = raw[exc.start]
     name = "UTF-8" if encoding == "utf-8" else "Windows-1252"
     hint = " (it looks like Windows-1252 while the rest of the file is UTF-8)" if encoding == "utf-8" else ""
-    return (f"Text is not {name}: line {number} has byte 0x{byte:02X} after {before!r}{hint}. Re-type the "
-            "accented characters or save the whole file as UTF-8; the line was not guessed at.")  # fmt: skip
+    return (
+        f"Text is not {name}: line {number} has byte 0x{byte:02X} after {before!r}{hint}. Re-type the "
+        "accented characters or save the whole file as UTF-8; the line was not guessed at."
+    )
 
 
 def strip_line_ending(text: str) -> str:

@@ -12,8 +12,9 @@ from utils.data.report import UsableRows
 
 
 def path_hash(location: str) -> int:
-    return int.from_bytes(hashlib.blake2b(location.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
-                          "little", signed=True)  # fmt: skip
+    return int.from_bytes(
+        hashlib.blake2b(location.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little", signed=True
+    )
 
 
 def drop_duplicate_audio(files: list[UsableRows]) -> list[Problem]:
@@ -29,8 +30,9 @@ def drop_duplicate_audio(files: list[UsableRows]) -> list[Problem]:
     repeats = np.flatnonzero(keys[order][1:] == keys[order][:-1]) + 1
     if not len(repeats):
         return []
-    group_start = np.maximum.accumulate(np.where(np.r_[True, keys[order][1:] != keys[order][:-1]],
-                                                 np.arange(len(order)), 0))  # fmt: skip
+    group_start = np.maximum.accumulate(
+        np.where(np.r_[True, keys[order][1:] != keys[order][:-1]], np.arange(len(order)), 0)
+    )
     masks = [np.ones(len(u.hashes), dtype=bool) for u in files]
     wanted: dict[int, dict[int, str]] = {}
     for r in repeats:
@@ -45,8 +47,15 @@ def drop_duplicate_audio(files: list[UsableRows]) -> list[Problem]:
     for index, lines in wanted.items():
         for row in iter_rows(files[index].csv_file, files[index].layout):  # once per file with duplicates
             if isinstance(row, CsvRow) and row.line in lines:
-                problems.append(Problem(row.line, row.audio_file, "warning", f"Same audio file as {lines[row.line]}: "
-                                        "only the first is used.", files[index].csv_file))  # fmt: skip
+                problems.append(
+                    Problem(
+                        row.line,
+                        row.audio_file,
+                        "warning",
+                        f"Same audio file as {lines[row.line]}: only the first is used.",
+                        files[index].csv_file,
+                    )
+                )
     for usable, mask in zip(files, masks):
         usable.keep(mask)
     return problems

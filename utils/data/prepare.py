@@ -32,8 +32,8 @@ import numpy as np
 
 from utils.audio.io import AudioError, peak_normalise, read_mono, resample, write_wav
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
-from utils.data.csv_text import coqui_field
 from utils.data.csv_reader import CsvLayout, CsvRow, iter_rows
+from utils.data.csv_text import coqui_field
 from utils.data.validation import DatasetReport, check_options, validate_dataset
 from utils.files import append_jsonl, write_text_atomic
 
@@ -65,12 +65,14 @@ class PreparedDataset:
     corrected: list[dict[str, str]] = field(default_factory=list)  # {audio_file, before, after}
 
     def summary(self) -> str:
-        return "\n".join([
-            f"Prepared in {self.folder}: {self.kept_train + self.added_train} train and "
-            f"{self.kept_eval + self.added_eval} eval rows ({self.added_train} + {self.added_eval} new, "
-            f"{self.skipped_existing} already there).",
-            *self.notes,
-        ])  # fmt: skip
+        return "\n".join(
+            [
+                f"Prepared in {self.folder}: {self.kept_train + self.added_train} train and "
+                f"{self.kept_eval + self.added_eval} eval rows ({self.added_train} + {self.added_eval} new, "
+                f"{self.skipped_existing} already there).",
+                *self.notes,
+            ]
+        )
 
 
 def audio_digest(wav: np.ndarray, rate: int) -> str:
@@ -190,35 +192,43 @@ def _notes(copy: _Copy) -> list[str]:
 
     notes = []
     if copy.scaled:
-        notes.append(f"{len(copy.scaled)} clip(s) went over full scale (float audio) and were scaled down to a 0.99 "
-                     f"peak, not clipped: {listed(copy.scaled)}.")  # fmt: skip
+        notes.append(
+            f"{len(copy.scaled)} clip(s) went over full scale (float audio) and were scaled down to a 0.99 "
+            f"peak, not clipped: {listed(copy.scaled)}."
+        )
     if copy.repeated:
-        notes.append(f"{len(copy.repeated)} row(s) have the same audio as an earlier row and were added once: "
-                     f"{listed(copy.repeated)}.")  # fmt: skip
+        notes.append(
+            f"{len(copy.repeated)} row(s) have the same audio as an earlier row and were added once: "
+            f"{listed(copy.repeated)}."
+        )
     if copy.unreadable:
-        notes.append(f"{len(copy.unreadable)} clip(s) could not be read again and were left out: "
-                     f"{listed(copy.unreadable)}.")  # fmt: skip
+        notes.append(
+            f"{len(copy.unreadable)} clip(s) could not be read again and were left out: {listed(copy.unreadable)}."
+        )
     return notes
 
 
 def _check_target(out: Path, sources: list[Path], language: str) -> None:
     """Refuse an output folder that holds the user's data, someone else's files, or another language."""
     if any(out == p.parent or out in p.parents for p in sources):
-        raise ValueError(f"out_dir {out} holds your source CSV; prepare into a separate folder so nothing of "
-                         "yours is overwritten.")  # fmt: skip
+        raise ValueError(
+            f"out_dir {out} holds your source CSV; prepare into a separate folder so nothing of yours is overwritten."
+        )
     # The row index cache (INDEX_DIR) is ours: validation may have written it before a failed prepare.
     if out.exists() and any(p.name != INDEX_DIR for p in out.iterdir()) and not (out / MARKER_FILE).is_file():
-        raise ValueError(f"{out} already holds files not prepared by this tool; prepare into a new folder "
-                         "(or one prepared before, to add to it).")  # fmt: skip
+        raise ValueError(
+            f"{out} already holds files not prepared by this tool; prepare into a new folder "
+            "(or one prepared before, to add to it)."
+        )
     lang_file = out / LANG_FILE
     if lang_file.is_file() and lang_file.read_text(encoding="utf-8").strip() != language:
         existing = lang_file.read_text(encoding="utf-8").strip()
-        raise ValueError(f"{out} already holds a '{existing}' dataset; prepare '{language}' data into another "
-                         "folder.")  # fmt: skip
+        raise ValueError(f"{out} already holds a '{existing}' dataset; prepare '{language}' data into another folder.")
 
 
-def _checked_edits(exclude: Iterable[str], corrections: Mapping[str, str] | None, language: str,
-                   validation: dict[str, Any]) -> _Edits:  # fmt: skip
+def _checked_edits(
+    exclude: Iterable[str], corrections: Mapping[str, str] | None, language: str, validation: dict[str, Any]
+) -> _Edits:
     """The exclusions and corrections, checked before anything is read: keys are audio_file strings, corrected
     texts pass the checks the run applies (front end, character limit, vocab)."""
     if isinstance(exclude, str):
@@ -226,8 +236,9 @@ def _checked_edits(exclude: Iterable[str], corrections: Mapping[str, str] | None
     exclude, corrections = set(exclude or ()), dict(corrections or {})
     bad = [key for key in [*exclude, *corrections] if not isinstance(key, str) or not key.strip()]
     if bad:
-        raise ValueError(f"exclude and corrections are keyed by a row's audio_file as written in the CSV; got "
-                         f"{bad[:3]}.")  # fmt: skip
+        raise ValueError(
+            f"exclude and corrections are keyed by a row's audio_file as written in the CSV; got {bad[:3]}."
+        )
     both = sorted(exclude & set(corrections))
     if both:
         raise ValueError(f"{', '.join(both[:5])}: both excluded and corrected; keep one of the two.")
@@ -243,14 +254,17 @@ def _checked_edits(exclude: Iterable[str], corrections: Mapping[str, str] | None
     return _Edits(exclude, {key: coqui_field(text) for key, text in corrections.items()})
 
 
-def _check_edit_rows(edits: _Edits, usable: list[tuple[CsvRow, str]], report: DatasetReport,
-                     kept: dict[str, list[str]]) -> None:  # fmt: skip
+def _check_edit_rows(
+    edits: _Edits, usable: list[tuple[CsvRow, str]], report: DatasetReport, kept: dict[str, list[str]]
+) -> None:
     """Every edited row names a row of the dataset, and each split keeps at least one row."""
     named = {row.audio_file for row, _ in usable} | {p.audio_file for p in report.problems if p.audio_file}
     unknown = sorted((edits.exclude | set(edits.corrections)) - named)
     if unknown:
-        raise ValueError(f"No row of the dataset has the audio_file {', '.join(map(repr, unknown[:5]))}: give "
-                         "audio_file as written in the CSV (the dataset check lists them).")  # fmt: skip
+        raise ValueError(
+            f"No row of the dataset has the audio_file {', '.join(map(repr, unknown[:5]))}: give "
+            "audio_file as written in the CSV (the dataset check lists them)."
+        )
     for split in ("train", "eval"):
         rows = [row.audio_file for row, in_split in usable if in_split == split]
         if edits.exclude and rows and not kept[split] and all(name in edits.exclude for name in rows):
@@ -269,9 +283,11 @@ def _edit_notes(out: Path, edits: _Edits) -> list[str]:
         shown = ", ".join(edits.excluded[:LISTED_NOTES]) + (", ..." if len(edits.excluded) > LISTED_NOTES else "")
         notes.append(f"{len(edits.excluded)} row(s) excluded on request: {shown}.")
     if edits.corrected:
-        shown = "; ".join(f"{c['audio_file']}: \"{c['after']}\"" for c in edits.corrected[:LISTED_NOTES])
-        notes.append(f"{len(edits.corrected)} transcript(s) corrected in the prepared copy (your CSV is unchanged): "
-                     f"{shown}{'; ...' if len(edits.corrected) > LISTED_NOTES else ''}.")  # fmt: skip
+        shown = "; ".join(f'{c["audio_file"]}: "{c["after"]}"' for c in edits.corrected[:LISTED_NOTES])
+        notes.append(
+            f"{len(edits.corrected)} transcript(s) corrected in the prepared copy (your CSV is unchanged): "
+            f"{shown}{'; ...' if len(edits.corrected) > LISTED_NOTES else ''}."
+        )
     return notes
 
 
@@ -292,15 +308,23 @@ def prepare_dataset(
 
     `exclude`: audio_file values (as written in the CSV) of rows to leave out; `corrections`: {audio_file: text}
     to use instead of the CSV's text. Both apply to the prepared copy only and are listed in its summary.
-    `validation` goes to validate_dataset (e.g. training.text_checks.text_check_options(...) for a run's text checks)."""
+    `validation` goes to validate_dataset (e.g. training.text_checks.text_check_options(...) for a run's text
+    checks)."""
     lang = check_options(language, max_audio_length, validation.get("audio_check", "auto"))
     out = Path(out_dir).expanduser().resolve()
     _check_target(out, [Path(p).resolve() for p in (train_csv, eval_csv) if p], lang)
     edits = _checked_edits(exclude, corrections, lang, validation)
-    lang_file = out / LANG_FILE
 
-    report = validate_dataset(train_csv, eval_csv, lang, max_audio_length, seed=seed,
-                              index_dir=out / INDEX_DIR, progress=progress, **validation)  # fmt: skip
+    report = validate_dataset(
+        train_csv,
+        eval_csv,
+        lang,
+        max_audio_length,
+        seed=seed,
+        index_dir=out / INDEX_DIR,
+        progress=progress,
+        **validation,
+    )
     if report.rows_usable == 0:
         raise ValueError("No usable rows to prepare:\n" + report.summary())
     kept = {"train": _read_prepared(out / TRAIN_FILE), "eval": _read_prepared(out / EVAL_FILE)}
@@ -314,18 +338,34 @@ def prepare_dataset(
         if progress:
             progress(done, len(usable), f"Converting {row.audio_file}")
         _copy_row(row, split, out, copy)
+    return _write_prepared(out, lang, report, kept, copy, edits)
+
+
+def _write_prepared(
+    out: Path, lang: str, report: DatasetReport, kept: dict[str, list[str]], copy: _Copy, edits: _Edits
+) -> PreparedDataset:
+    """The prepared CSVs (earlier rows, edited, then the new ones) and the language file, each atomically."""
     kept_train, kept_eval = _edited(kept["train"], edits), _edited(kept["eval"], edits)
     new_train = [line for split, line in copy.rows if split == "train"]
     new_eval = [line for split, line in copy.rows if split == "eval"]
     _write_csv(out / TRAIN_FILE, kept_train + new_train)
     _write_csv(out / EVAL_FILE, kept_eval + new_eval)
-    write_text_atomic(lang_file, lang + "\n")
+    write_text_atomic(out / LANG_FILE, lang + "\n")
     return PreparedDataset(
-        folder=out, train_csv=out / TRAIN_FILE, eval_csv=out / EVAL_FILE, language=lang, report=report,
-        added_train=len(new_train), added_eval=len(new_eval), kept_train=len(kept_train), kept_eval=len(kept_eval),
-        skipped_existing=copy.skipped, notes=_notes(copy) + _edit_notes(out, edits), excluded=edits.excluded,
+        folder=out,
+        train_csv=out / TRAIN_FILE,
+        eval_csv=out / EVAL_FILE,
+        language=lang,
+        report=report,
+        added_train=len(new_train),
+        added_eval=len(new_eval),
+        kept_train=len(kept_train),
+        kept_eval=len(kept_eval),
+        skipped_existing=copy.skipped,
+        notes=_notes(copy) + _edit_notes(out, edits),
+        excluded=edits.excluded,
         corrected=edits.corrected,
-    )  # fmt: skip
+    )
 
 
 def preview_rows(

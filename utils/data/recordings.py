@@ -35,8 +35,9 @@ def _stem(path: Path) -> str:
 
 def _check_outputs(paths: list[Path], out: Path, speaker_name: str) -> None:
     if (out / "metadata.csv").exists():
-        raise ValueError(f"{out / 'metadata.csv'} already exists; choose an empty output folder (it is never "
-                         "overwritten)")  # fmt: skip
+        raise ValueError(
+            f"{out / 'metadata.csv'} already exists; choose an empty output folder (it is never overwritten)"
+        )
     if not speaker_name or coqui_field(speaker_name) != speaker_name:
         raise ValueError(f"speaker_name {speaker_name!r} must be non-empty without '|' or line breaks")
     for p in paths:
@@ -83,8 +84,9 @@ def transcribe_recordings(
         for r, (p, segs) in enumerate(zip(paths, plans, strict=True)):
             stem = _stem(p) if _stem(p) not in stems else f"{_stem(p)}_{r}"  # two inputs called take.wav
             stems.add(stem)
-            writer.recording(p, stem, segs, transcriber, language, dict(min_clip_s=min_clip_s,
-                                                                       max_clip_s=max_clip_s, pad_s=pad_s))
+            writer.recording(
+                p, stem, segs, transcriber, language, dict(min_clip_s=min_clip_s, max_clip_s=max_clip_s, pad_s=pad_s)
+            )
         # "x": exclusive create, in case a metadata.csv appeared while we worked.
         with open(out / "metadata.csv", "x", encoding="utf-8", newline="\n") as f:
             f.write("audio_file|text|speaker_name\n")
@@ -106,8 +108,15 @@ class _ClipWriter:
         self.done = 0
         wav_dir.mkdir(parents=True, exist_ok=True)
 
-    def recording(self, path: Path, stem: str, segs: list[Segment], transcriber: Transcriber, language: str | None,
-                  clip_options: dict) -> None:  # fmt: skip
+    def recording(
+        self,
+        path: Path,
+        stem: str,
+        segs: list[Segment],
+        transcriber: Transcriber,
+        language: str | None,
+        clip_options: dict,
+    ) -> None:
         wav, sr = load_audio(path, XTTS_SAMPLE_RATE)
         count = 0
         for k, seg in enumerate(segs):

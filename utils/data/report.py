@@ -12,7 +12,7 @@ import numpy as np
 from utils.constants import MAX_AUDIO_LENGTH
 from utils.data.csv_reader import CsvLayout, CsvRow, Problem, iter_rows
 
-HISTOGRAM_EDGES = tuple(range(0, 13))  # 1-second bins, 0-12 s; longer clips land in the last bin
+HISTOGRAM_EDGES = tuple(range(13))  # 1-second bins, 0-12 s; longer clips land in the last bin
 
 
 @dataclass
@@ -29,8 +29,13 @@ class UsableRows:
     def keep(self, mask: np.ndarray) -> None:
         for name in ("lines", "durations", "hashes"):
             column = getattr(self, name)
-            setattr(self, name, array(column.typecode, np.frombuffer(column, dtype=column.typecode)[mask].tobytes())
-                    if len(column) else column)  # fmt: skip
+            setattr(
+                self,
+                name,
+                array(column.typecode, np.frombuffer(column, dtype=column.typecode)[mask].tobytes())
+                if len(column)
+                else column,
+            )
 
 
 @dataclass
@@ -79,8 +84,10 @@ class DatasetReport:
         """Why the dataset is not ready (if it is not) first, then the counts, the notes and the warnings."""
         dataset_level = [p for p in self.problems if p.file_level or p.line == 0]
         lines = [f"ERROR: {p.reason}" for p in dataset_level if p.severity == "error"]
-        lines.append(f"{self.rows_usable} of {self.rows_read} rows usable ({self.minutes:.1f} min of audio); "
-                     f"{self.train_count} for training, {self.eval_count} for evaluation.")  # fmt: skip
+        lines.append(
+            f"{self.rows_usable} of {self.rows_read} rows usable ({self.minutes:.1f} min of audio); "
+            f"{self.train_count} for training, {self.eval_count} for evaluation."
+        )
         dropped = self.rows_read - self.rows_usable
         if dropped:
             top = ", ".join(f"{n} × {reason}" for reason, n in Counter(self.drop_counts).most_common(3))

@@ -21,12 +21,16 @@ def audio_problem(row: CsvRow, message: str) -> str:
         return f"Audio {message}."
     written = row.audio_file
     if is_windows_drive_path(written.replace("\\", "/")):
-        return (f"Audio not found: {written} is a Windows path; on this machine write it relative to the "
-                "CSV's folder (e.g. wavs/clip.wav).")  # fmt: skip
+        return (
+            f"Audio not found: {written} is a Windows path; on this machine write it relative to the "
+            "CSV's folder (e.g. wavs/clip.wav)."
+        )
     parts = [part for part in written.replace("\\", "/").split("/") if part]
     if len(parts) > 1 and parts[0] == os.path.basename(os.path.dirname(row.csv_file)):
-        return (f"Audio not found at {row.audio_location}: the path repeats the CSV's folder name; paths are "
-                "relative to the folder the CSV is in.")  # fmt: skip
+        return (
+            f"Audio not found at {row.audio_location}: the path repeats the CSV's folder name; paths are "
+            "relative to the folder the CSV is in."
+        )
     return f"Audio not found at {row.audio_location}."
 
 
@@ -44,9 +48,11 @@ class TextChecker:
 
             try:
                 tokenizer = tokenizer_for(vocab_path, language)
-            except Exception as exc:  # noqa: BLE001 - the tokenizers library raises a bare Exception
-                raise ValueError(f"{vocab_path} is not a readable XTTS vocab.json ({exc}). Download it again, "
-                                 "or delete it to have it fetched.") from exc  # fmt: skip
+            except Exception as exc:
+                raise ValueError(
+                    f"{vocab_path} is not a readable XTTS vocab.json ({exc}). Download it again, "
+                    "or delete it to have it fetched."
+                ) from exc
             lang_token = "[zh-cn]" if language.startswith("zh") else f"[{language.split('-')[0]}]"
             # A language the vocab lacks gets its own tokens before training: nothing to check yet.
             if tokenizer.tokenizer.token_to_id(lang_token) is not None:
@@ -60,8 +66,13 @@ class TextChecker:
             text = self.frontend.apply(text)
         found = []
         if len(text) > self.limit:
-            found.append(("error", f"Text has {len(text)} characters, over the {self.limit}-character limit for "
-                          f"'{self.language}': XTTS would cut the speech short. Split the clip and its text."))  # fmt: skip
+            found.append(
+                (
+                    "error",
+                    f"Text has {len(text)} characters, over the {self.limit}-character limit for "
+                    f"'{self.language}': XTTS would cut the speech short. Split the clip and its text.",
+                )
+            )
         if self.tokenizer is not None:
             found += self._check_tokens(text)
         return found
@@ -76,12 +87,24 @@ class TextChecker:
         found = []
         if 1 in ids:  # [UNK]: the trainer's dataset drops such a row
             cleaned = self.tokenizer.preprocess_text(text, self.language.split("-")[0])
-            unknown = sorted({ch for ch in cleaned if not ch.isspace() and self.tokenizer.tokenizer.token_to_id(ch) is None})
-            found.append(("error", f"Text has characters the model's vocabulary lacks ({' '.join(unknown[:12])}): "
-                          "the trainer would skip this row. Remove or transliterate them."))  # fmt: skip
+            unknown = sorted(
+                {ch for ch in cleaned if not ch.isspace() and self.tokenizer.tokenizer.token_to_id(ch) is None}
+            )
+            found.append(
+                (
+                    "error",
+                    f"Text has characters the model's vocabulary lacks ({' '.join(unknown[:12])}): "
+                    "the trainer would skip this row. Remove or transliterate them.",
+                )
+            )
         if len(ids) > MAX_TEXT_TOKENS:
-            found.append(("error", f"Text is {len(ids)} tokens, over the trainer's {MAX_TEXT_TOKENS}-token limit: "
-                          "it would skip this row. Split the clip and its text."))  # fmt: skip
+            found.append(
+                (
+                    "error",
+                    f"Text is {len(ids)} tokens, over the trainer's {MAX_TEXT_TOKENS}-token limit: "
+                    "it would skip this row. Split the clip and its text.",
+                )
+            )
         return found
 
 
@@ -91,9 +114,14 @@ def _level_warnings(info: AudioInfo) -> list[tuple[str, str]]:
     if info.peak <= 1.0:
         return [("warning", "Clip reaches full scale: it may be clipped (distorted).")]
     over = 20 * math.log10(info.peak)
-    return [("warning", f"Clip peaks at {info.peak:.2f}, {over:.1f} dB over full scale ({info.subtype or 'float'} "
-             "audio). Prepare scales it down to a 0.99 peak instead of clipping it; training straight from this CSV "
-             "would clip it (coqui's loader cuts samples at 1.0).")]  # fmt: skip
+    return [
+        (
+            "warning",
+            f"Clip peaks at {info.peak:.2f}, {over:.1f} dB over full scale ({info.subtype or 'float'} "
+            "audio). Prepare scales it down to a 0.99 peak instead of clipping it; training straight from this CSV "
+            "would clip it (coqui's loader cuts samples at 1.0).",
+        )
+    ]
 
 
 def outside_roots(location: str, roots: tuple[Path, ...]) -> bool:
@@ -111,8 +139,13 @@ def check_row(
     With `audio_roots`, audio outside them is refused without being opened."""
     found = [("warning", warning) for warning in row.warnings] + text_checker.check(row.text)
     if outside_roots(row.audio_location, audio_roots):
-        found.append(("error", f"Audio path {row.audio_file} points outside the dataset's folder "
-                      f"({', '.join(map(str, audio_roots))}): it is not read. Keep the audio beside the CSV."))  # fmt: skip
+        found.append(
+            (
+                "error",
+                f"Audio path {row.audio_file} points outside the dataset's folder "
+                f"({', '.join(map(str, audio_roots))}): it is not read. Keep the audio beside the CSV.",
+            )
+        )
         return None, found
     try:
         # A file over the limit is an error whatever its level: it is not decoded.
@@ -124,14 +157,24 @@ def check_row(
     if duration < MIN_CLIP_SECONDS:
         found.append(("error", f"Clip is {duration:.2f} s, shorter than {MIN_CLIP_SECONDS:.0f} s."))
     if duration * XTTS_SAMPLE_RATE > max_seconds * XTTS_SAMPLE_RATE + 0.5:
-        found.append(("error", f"Clip is {duration:.2f} s, longer than the {max_seconds:.2f} s limit "
-                      "(max_audio_length): the trainer would silently skip it. Cut it into shorter clips."))  # fmt: skip
+        found.append(
+            (
+                "error",
+                f"Clip is {duration:.2f} s, longer than the {max_seconds:.2f} s limit "
+                "(max_audio_length): the trainer would silently skip it. Cut it into shorter clips.",
+            )
+        )
     if info.rms_dbfs is not None and info.rms_dbfs < SILENCE_DBFS:
         level = "digital silence" if math.isinf(info.rms_dbfs) else f"{info.rms_dbfs:.0f} dBFS"
         found.append(("error", f"Clip is silent ({level})."))
     if 0 < info.sample_rate < 16000:
-        found.append(("warning", f"Sample rate is {info.sample_rate} Hz; it will be upsampled to 22050 Hz, "
-                      "which cannot restore the missing high frequencies."))  # fmt: skip
+        found.append(
+            (
+                "warning",
+                f"Sample rate is {info.sample_rate} Hz; it will be upsampled to 22050 Hz, "
+                "which cannot restore the missing high frequencies.",
+            )
+        )
     found += _level_warnings(info)
     usable = not any(severity == "error" for severity, _ in found)
     return (duration if usable else None), found

@@ -66,16 +66,19 @@ def _check_type(info: zipfile.ZipInfo) -> None:
 
 def _check_ratio(name: str, produced: int, compressed: int, max_ratio: float, what: str = "entry") -> None:
     if produced > RATIO_FLOOR and produced > max_ratio * max(compressed, 1):
-        raise UnsafeArchiveError(f"{what} {name!r}: {produced} bytes from {compressed} compressed, a ratio over the "
-                                 f"limit of {max_ratio:.0f}:1 (a zip bomb?)")  # fmt: skip
+        raise UnsafeArchiveError(
+            f"{what} {name!r}: {produced} bytes from {compressed} compressed, a ratio over the "
+            f"limit of {max_ratio:.0f}:1 (a zip bomb?)"
+        )
 
 
 def _check_space(target: Path, needed: int) -> None:
     folder = next((p for p in (target, *target.parents) if p.exists()), None)
     if folder is not None and needed > shutil.disk_usage(folder).free:
         free = shutil.disk_usage(folder).free
-        raise UnsafeArchiveError(f"archive needs {needed / 1e9:.1f} GB unpacked but {folder} has {free / 1e9:.1f} GB "
-                                 "free")  # fmt: skip
+        raise UnsafeArchiveError(
+            f"archive needs {needed / 1e9:.1f} GB unpacked but {folder} has {free / 1e9:.1f} GB free"
+        )
 
 
 def _plan(zf: zipfile.ZipFile, target: Path, max_total_bytes: int, max_files: int, max_ratio: float):
@@ -101,7 +104,8 @@ def _plan(zf: zipfile.ZipFile, target: Path, max_total_bytes: int, max_files: in
         declared += info.file_size
         if declared > max_total_bytes:
             raise UnsafeArchiveError(
-                f"entry {info.filename!r}: declared uncompressed size exceeds the limit of {max_total_bytes} bytes")
+                f"entry {info.filename!r}: declared uncompressed size exceeds the limit of {max_total_bytes} bytes"
+            )
     # Every parent of a file is a folder; no name may be both a file and a folder.
     for parts in list(files):
         for k in range(1, len(parts)):
@@ -149,7 +153,8 @@ def _copy_entry(src, out, info: zipfile.ZipInfo, total: int, max_total_bytes: in
             raise UnsafeArchiveError(f"entry {info.filename!r}: more data than its declared {info.file_size} bytes")
         if total > max_total_bytes:
             raise UnsafeArchiveError(
-                f"entry {info.filename!r}: extracted data exceeds the limit of {max_total_bytes} bytes")
+                f"entry {info.filename!r}: extracted data exceeds the limit of {max_total_bytes} bytes"
+            )
         _check_ratio(info.filename, entry_bytes, _compressed_so_far(src, info), max_ratio)
         out.write(chunk)
     return total
@@ -215,9 +220,12 @@ def extract_zip_safely(
             if isinstance(exc, (zipfile.BadZipFile, zlib.error, EOFError)):
                 raise UnsafeArchiveError(f"entry {current!r}: corrupt or inconsistent data ({exc})") from exc
             if isinstance(exc, NotImplementedError):
-                raise UnsafeArchiveError(f"entry {current!r}: {exc}; zip it again with ordinary (deflate) "
-                                         "compression") from exc  # fmt: skip
+                raise UnsafeArchiveError(
+                    f"entry {current!r}: {exc}; zip it again with ordinary (deflate) compression"
+                ) from exc
             if isinstance(exc, FileExistsError):
-                raise UnsafeArchiveError(f"entry {current!r}: {exc.filename} already exists; refusing to overwrite") from exc
+                raise UnsafeArchiveError(
+                    f"entry {current!r}: {exc.filename} already exists; refusing to overwrite"
+                ) from exc
             raise
     return [dest for _, dest in plan]

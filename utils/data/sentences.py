@@ -15,10 +15,34 @@ _ENDS = _ENDS_ALWAYS + _ENDS_LATIN
 _CLOSERS = "\"'”’»)]}」』）》〉›"
 _OPENERS = "\"'“‘«([{「『（《〈‹¿¡"
 # Tokens (lower case, without their final ".") after which a "." does not end a sentence.
-ABBREVIATIONS = frozenset({
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "e.g", "i.e", "cf", "fig", "approx",
-    "dept", "gen", "gov", "lt", "col", "sgt", "capt", "rev", "hon", "mt",
-})
+ABBREVIATIONS = frozenset(
+    {
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "sr",
+        "jr",
+        "st",
+        "vs",
+        "e.g",
+        "i.e",
+        "cf",
+        "fig",
+        "approx",
+        "dept",
+        "gen",
+        "gov",
+        "lt",
+        "col",
+        "sgt",
+        "capt",
+        "rev",
+        "hon",
+        "mt",
+    }
+)
 
 
 def _is_abbreviation(token: str) -> bool:
@@ -79,9 +103,16 @@ def _no_space_char(ch: str) -> bool:
     # Scripts written without spaces between words: Han, kana, CJK punctuation, full-width forms,
     # Thai, Lao, Myanmar, Khmer.
     o = ord(ch)
-    return (0x3000 <= o <= 0x30FF or 0x3400 <= o <= 0x4DBF or 0x4E00 <= o <= 0x9FFF
-            or 0xF900 <= o <= 0xFAFF or 0xFF00 <= o <= 0xFFEF or 0x0E00 <= o <= 0x0EFF
-            or 0x1000 <= o <= 0x109F or 0x1780 <= o <= 0x17FF)
+    return (
+        0x3000 <= o <= 0x30FF
+        or 0x3400 <= o <= 0x4DBF
+        or 0x4E00 <= o <= 0x9FFF
+        or 0xF900 <= o <= 0xFAFF
+        or 0xFF00 <= o <= 0xFFEF
+        or 0x0E00 <= o <= 0x0EFF
+        or 0x1000 <= o <= 0x109F
+        or 0x1780 <= o <= 0x17FF
+    )
 
 
 def join_words(texts: Iterable[str]) -> str:

@@ -22,6 +22,7 @@ CTRANSLATE2_FILES = "model.bin, config.json, tokenizer.json and vocabulary.* (vo
 # Transcriber interface
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Word:
     """One recognised word; ``text`` has no surrounding whitespace, times are seconds from the
@@ -130,8 +131,8 @@ class FasterWhisperTranscriber:
             return download_model(self.model_name_or_dir, local_files_only=True, cache_dir=self.download_root)
         except ValueError as exc:  # not a known size nor an "owner/repo" id
             raise self._unavailable(str(exc)) from exc
-        except Exception:
-            pass  # not cached: try the network below
+        except Exception:  # noqa: BLE001 - not cached, whatever the reason: try the network below
+            pass
         if _env_offline():
             raise self._unavailable("it is not on this machine and HF_HUB_OFFLINE forbids downloading it")
         try:
@@ -145,8 +146,9 @@ class FasterWhisperTranscriber:
             from faster_whisper import WhisperModel
 
             try:
-                self._model = WhisperModel(path, device=self.device, compute_type=self.compute_type,
-                                           cpu_threads=self.cpu_threads)
+                self._model = WhisperModel(
+                    path, device=self.device, compute_type=self.compute_type, cpu_threads=self.cpu_threads
+                )
             except (RuntimeError, ValueError, OSError) as exc:
                 raise TranscriberUnavailable(f"could not load the Whisper model in {path}: {exc}") from exc
         return self._model

@@ -44,8 +44,12 @@ def find_metadata_csvs(files: list[Path], root: Path) -> tuple[Path, Path | None
     """The train (and eval) metadata CSVs among a zip's files: readable layouts only, .csv before .txt,
     shallow before deep, names with "train" (or "metadata") first; "eval" names are the eval CSV.
     `root` is the folder the files were extracted into. Raises ValueError saying what the zip holds instead."""
-    texts = [f for f in files if f.suffix.lower() in (".csv", ".txt")
-             and not any(part.startswith((".", "__MACOSX")) for part in f.relative_to(root).parts)]  # fmt: skip
+    texts = [
+        f
+        for f in files
+        if f.suffix.lower() in (".csv", ".txt")
+        and not any(part.startswith((".", "__MACOSX")) for part in f.relative_to(root).parts)
+    ]
     candidates = [f for f in texts if not any(p.severity == "error" for p in detect_layout(f).problems)]
     candidates.sort(key=lambda f: (f.suffix.lower() != ".csv", len(f.parts), f.name))
     evals = [f for f in candidates if "eval" in f.name.lower() or "valid" in f.name.lower()]
@@ -54,9 +58,13 @@ def find_metadata_csvs(files: list[Path], root: Path) -> tuple[Path, Path | None
     if trains:
         return trains[0], evals[0] if evals else None
     nested = [f.name for f in files if f.suffix.lower() in (".zip", ".tar", ".gz", ".7z", ".rar")]
-    found = (f" It holds another archive ({', '.join(nested[:3])}): zip the CSV and the audio themselves." if nested
-             else f" Its text files are not metadata CSVs: {', '.join(f.name for f in texts[:3])}." if texts
-             else f" It holds {len(files)} file(s) and no .csv or .txt.")  # fmt: skip
+    found = (
+        f" It holds another archive ({', '.join(nested[:3])}): zip the CSV and the audio themselves."
+        if nested
+        else f" Its text files are not metadata CSVs: {', '.join(f.name for f in texts[:3])}."
+        if texts
+        else f" It holds {len(files)} file(s) and no .csv or .txt."
+    )
     raise ValueError(f"The zip holds no metadata CSV (audio_file|text|speaker_name) next to its audio.{found}")
 
 

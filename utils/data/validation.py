@@ -31,8 +31,15 @@ from utils.data.report import HISTOGRAM_EDGES, DatasetReport, UsableRows
 from utils.data.row_checks import TextChecker, check_row
 from utils.text.languages import canonical_language, is_known_language, is_valid_language_code
 
-__all__ = ["EVAL_FRACTION", "FULL_AUDIO_CHECK_MAX_ROWS", "HISTOGRAM_EDGES", "MAX_LISTED_PROBLEMS", "DatasetReport",
-           "check_options", "validate_dataset"]  # fmt: skip
+__all__ = [
+    "EVAL_FRACTION",
+    "FULL_AUDIO_CHECK_MAX_ROWS",
+    "HISTOGRAM_EDGES",
+    "MAX_LISTED_PROBLEMS",
+    "DatasetReport",
+    "check_options",
+    "validate_dataset",
+]
 
 EVAL_FRACTION = 0.15
 # Above this many rows, audio is checked from file headers only (existence, format, duration):
@@ -49,10 +56,16 @@ def check_options(language: object, max_audio_length: object, audio_check: objec
     if not isinstance(language, str) or not is_valid_language_code(language):
         raise ValueError(f"Language code {language!r} is not a language code (use ISO 639: 'en', 'es', 'amh', ...).")
     minimum = int(XTTS_SAMPLE_RATE * MIN_CLIP_SECONDS)
-    if (isinstance(max_audio_length, bool) or not isinstance(max_audio_length, (int, float))
-            or not math.isfinite(max_audio_length) or max_audio_length < minimum):  # fmt: skip
-        raise ValueError(f"max_audio_length is {max_audio_length!r} samples; it must be at least {minimum} "
-                         f"(1 s at {XTTS_SAMPLE_RATE} Hz).")  # fmt: skip
+    if (
+        isinstance(max_audio_length, bool)
+        or not isinstance(max_audio_length, (int, float))
+        or not math.isfinite(max_audio_length)
+        or max_audio_length < minimum
+    ):
+        raise ValueError(
+            f"max_audio_length is {max_audio_length!r} samples; it must be at least {minimum} "
+            f"(1 s at {XTTS_SAMPLE_RATE} Hz)."
+        )
     if audio_check not in ("auto", "full", "header"):
         raise ValueError(f"audio_check is {audio_check!r}; it must be 'auto', 'full' or 'header'.")
     return canonical_language(language)
@@ -70,8 +83,10 @@ def _check_paths(train_csv: object, eval_csv: object) -> tuple[Path, Path | None
         if not evaluation.is_file():
             raise ValueError(f"eval_csv not found: {evaluation}. Leave it empty to hold out 15% of the train rows.")
     if evaluation is not None and evaluation.resolve() == train.resolve():
-        raise ValueError("eval_csv is the same file as train_csv: leave eval_csv empty to hold out 15% of the rows, "
-                         "or give a separate file.")  # fmt: skip
+        raise ValueError(
+            "eval_csv is the same file as train_csv: leave eval_csv empty to hold out 15% of the rows, "
+            "or give a separate file."
+        )
     for path in filter(None, (train, evaluation)):
         try:
             with open(path, "rb") as handle:
@@ -161,8 +176,16 @@ def _check_file(path: Path, layout: CsvLayout, run: _Pass) -> UsableRows:
     run.rows_read += rows
     if rows == 0:
         what = "a header line but no data rows" if layout.has_header else "no data rows"
-        run.log.add(Problem(0, "", "error", f"{path.name} has {what}: add one row per clip "
-                            "(audio_file|text|speaker_name).", str(path), file_level=True))  # fmt: skip
+        run.log.add(
+            Problem(
+                0,
+                "",
+                "error",
+                f"{path.name} has {what}: add one row per clip (audio_file|text|speaker_name).",
+                str(path),
+                file_level=True,
+            )
+        )
     return usable
 
 
@@ -188,15 +211,25 @@ def _readiness_errors(log: _ProblemLog, usable: dict[str, UsableRows], paths: li
     if counts[0] == 0:
         found.append(f"No usable row in the train CSV {paths[0].name}: training needs at least one.")
     if len(paths) > 1 and counts[1] == 0:
-        found.append(f"No usable row in the eval CSV {paths[1].name}: evaluation needs at least one (or leave "
-                     "eval_csv empty to hold out 15% of the train rows).")  # fmt: skip
+        found.append(
+            f"No usable row in the eval CSV {paths[1].name}: evaluation needs at least one (or leave "
+            "eval_csv empty to hold out 15% of the train rows)."
+        )
     if len(paths) == 1 and counts[0] == 1:
         found.append("Only one usable row: at least two are needed (one to train, one to evaluate).")
     return found
 
 
-def _build_report(run: _Pass, usable: dict[str, UsableRows], layouts: dict[Path, CsvLayout], notes: list[str],
-                  language: str, audio_check: str, max_audio_length: int, seed: int) -> DatasetReport:  # fmt: skip
+def _build_report(
+    run: _Pass,
+    usable: dict[str, UsableRows],
+    layouts: dict[Path, CsvLayout],
+    notes: list[str],
+    language: str,
+    audio_check: str,
+    max_audio_length: int,
+    seed: int,
+) -> DatasetReport:
     paths = list(layouts)
     for reason in _readiness_errors(run.log, usable, paths, run.rows_read):
         run.log.add(Problem(0, "", "error", reason))
@@ -212,13 +245,35 @@ def _build_report(run: _Pass, usable: dict[str, UsableRows], layouts: dict[Path,
     file_order = {str(p): i for i, p in enumerate(paths)}
     run.log.problems.sort(key=lambda p: (file_order.get(p.csv_file, -1), p.line))
     return DatasetReport(
-        rows_read=run.rows_read, rows_usable=sum(histogram), minutes=seconds / 60, problems=run.log.problems,
-        histogram={"edges_s": list(HISTOGRAM_EDGES), "counts": histogram}, language=language, notes=notes,
-        problem_counts=dict(run.log.counts), audio_check=audio_check, max_audio_length=max_audio_length,
-        _train=[train] if train is not None else [], _eval=[usable[str(p)] for p in paths[1:] if str(p) in usable],
-        _eval_picks=eval_picks, layouts={str(p): layout for p, layout in layouts.items()},
+        rows_read=run.rows_read,
+        rows_usable=sum(histogram),
+        minutes=seconds / 60,
+        problems=run.log.problems,
+        histogram={"edges_s": list(HISTOGRAM_EDGES), "counts": histogram},
+        language=language,
+        notes=notes,
+        problem_counts=dict(run.log.counts),
+        audio_check=audio_check,
+        max_audio_length=max_audio_length,
+        _train=[train] if train is not None else [],
+        _eval=[usable[str(p)] for p in paths[1:] if str(p) in usable],
+        _eval_picks=eval_picks,
+        layouts={str(p): layout for p, layout in layouts.items()},
         drop_counts=dict(run.log.drop_counts),
-    )  # fmt: skip
+    )
+
+
+HEADER_ONLY_NOTE = (
+    "audio checked from file headers only (existence, format, duration); silence and decoding are "
+    "checked when training reads each clip."
+)
+
+
+def new_language_note(lang: str) -> str:
+    return (
+        f"'{lang}' is not one of the 17 languages of the XTTS v2 base model: a new language token [{lang}] and "
+        "vocabulary will be added."
+    )
 
 
 def validate_dataset(
@@ -252,14 +307,18 @@ def validate_dataset(
     total = _count_rows(layouts, index_dir)
     if audio_check == "auto":
         audio_check = "full" if total <= FULL_AUDIO_CHECK_MAX_ROWS else "header"
-    run = _Pass(TextChecker(lang, text_frontend, vocab_path), max_audio_length / XTTS_SAMPLE_RATE,
-                audio_check == "full", _ProblemLog(), progress, total,
-                tuple(Path(root).resolve() for root in audio_roots or ()))  # fmt: skip
-    notes = [] if run.full else [f"{total} rows: audio checked from file headers only (existence, format, duration); "
-                                 "silence and decoding are checked when training reads each clip."]  # fmt: skip
+    run = _Pass(
+        TextChecker(lang, text_frontend, vocab_path),
+        max_audio_length / XTTS_SAMPLE_RATE,
+        audio_check == "full",
+        _ProblemLog(),
+        progress,
+        total,
+        tuple(Path(root).resolve() for root in audio_roots or ()),
+    )
+    notes = [] if run.full else [f"{total} rows: {HEADER_ONLY_NOTE}"]
     if not is_known_language(lang):
-        run.log.add(Problem(0, "", "warning", f"'{lang}' is not one of the 17 languages of the XTTS v2 base model: "
-                            f"a new language token [{lang}] and vocabulary will be added."))  # fmt: skip
+        run.log.add(Problem(0, "", "warning", new_language_note(lang)))
     usable: dict[str, UsableRows] = {}
     for path, layout in layouts.items():
         notes += [f"{path.name}: {note}" for note in layout.notes]
@@ -277,8 +336,11 @@ def validate_dataset(
 def _reason_key(reason: str) -> str:
     """Group similar reasons for the summary ("Clip is 0.42 s, shorter..." -> "Clip is s, shorter..."):
     the words before the first colon, without numbers or paths, at most six."""
-    words = [w for w in reason.split(":")[0].split()
-             if w in _KEY_WORDS or (not any(ch.isdigit() for ch in w) and "/" not in w)]  # fmt: skip
+    words = [
+        w
+        for w in reason.split(":")[0].split()
+        if w in _KEY_WORDS or (not any(ch.isdigit() for ch in w) and "/" not in w)
+    ]
     return " ".join(words[:6]).rstrip(".,:")
 
 

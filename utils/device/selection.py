@@ -25,9 +25,11 @@ def parse_devices(devices: str) -> list[str]:
         elif index.isdigit() and len(index) < 4:
             parsed.append(str(int(index)))
         else:
-            raise ValueError(f"devices: {item[:40]!r} is not a device. Write GPU numbers such as '0,1' (or "
-                             "'cuda:0,cuda:1'), or 'cpu,cpu' for CPU processes; leave it empty for one "
-                             "process.")  # fmt: skip
+            raise ValueError(
+                f"devices: {item[:40]!r} is not a device. Write GPU numbers such as '0,1' (or "
+                "'cuda:0,cuda:1'), or 'cpu,cpu' for CPU processes; leave it empty for one "
+                "process."
+            )
     if len({entry == "cpu" for entry in parsed}) > 1:
         raise ValueError(f"devices={devices!r} mixes CPU and GPUs; use only GPU numbers ('0,1') or only 'cpu' entries.")
     gpus = [entry for entry in parsed if entry != "cpu"]
@@ -41,8 +43,10 @@ def check_devices_present(devices: list[str], gpu_count: int) -> None:
     missing = [entry for entry in devices if entry != "cpu" and int(entry) >= gpu_count]
     if missing:
         have = f" (0-{gpu_count - 1})" if gpu_count else ""
-        raise ValueError(f"devices: GPU {', '.join(missing)} not found; this machine has {gpu_count} CUDA GPU(s)"
-                         f"{have}. Use 'cpu,cpu' to try several processes without a GPU.")  # fmt: skip
+        raise ValueError(
+            f"devices: GPU {', '.join(missing)} not found; this machine has {gpu_count} CUDA GPU(s)"
+            f"{have}. Use 'cpu,cpu' to try several processes without a GPU."
+        )
 
 
 def physical_gpu_ids(devices: list[str]) -> list[str]:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from utils.constants import XTTS_LANGUAGES
 from utils.model.base_models import KNOWN_VERSIONS, TINY, check_version_name, ensure_base_model, models_root
 from utils.text.languages import canonical_language
-from utils.constants import XTTS_LANGUAGES
 
 # model_args of coqui/XTTS-v2's config.json. coqui's XttsArgs defaults agree on the transformer
 # (30 layers, 1024 channels, 16 heads, 605 audio / 402 text / 70 prompt positions); the published
@@ -73,8 +73,10 @@ class Architecture:
 
 
 def _from_config(config: dict[str, Any], source: str, vocab: Path | None) -> tuple[dict, dict, str, str | None]:
-    args = {**PUBLISHED_XTTS_V2_ARGS, **{k: v for k, v in config.get("model_args", {}).items()
-                                          if k in PUBLISHED_XTTS_V2_ARGS}}  # fmt: skip
+    args = {
+        **PUBLISHED_XTTS_V2_ARGS,
+        **{k: v for k, v in config.get("model_args", {}).items() if k in PUBLISHED_XTTS_V2_ARGS},
+    }
     audio = {**PUBLISHED_AUDIO, **config.get("audio", {})}
     return args, audio, source, str(vocab) if vocab is not None and vocab.is_file() else None
 
@@ -113,8 +115,9 @@ def resolve_architecture(
         args["gpt_start_text_token"], args["gpt_stop_text_token"] = START_TEXT_TOKEN, STOP_TEXT_TOKEN
     if canonical_language(language) not in languages:
         # The run extends the vocab: embedding and text head grow (see utils.vocab.prepare_vocab).
-        args["gpt_number_text_tokens"] = int(args["gpt_number_text_tokens"] or 0) + 1 + vocab_new_tokens + \
-            NEW_CHARACTERS_ALLOWANCE  # fmt: skip
+        args["gpt_number_text_tokens"] = (
+            int(args["gpt_number_text_tokens"] or 0) + 1 + vocab_new_tokens + NEW_CHARACTERS_ALLOWANCE
+        )
         vocab_file = None
         args["gpt_start_text_token"], args["gpt_stop_text_token"] = START_TEXT_TOKEN, STOP_TEXT_TOKEN
     return Architecture(source, tuple(sorted(args.items())), tuple(sorted(audio.items())), vocab_file)

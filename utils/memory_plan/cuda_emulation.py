@@ -31,34 +31,115 @@ import torch.nn.functional as F
 from torch.utils._pytree import tree_map
 
 # CUDA autocast policies (AT_FORALL_* lists of autocast_mode.h). Names are dispatcher names.
-CUDA_LOWER_PRECISION = frozenset({
-    "_convolution.deprecated", "_convolution", "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d",
-    "conv_transpose2d.input", "conv_transpose3d.input", "convolution", "prelu", "addmm", "addmv", "addr", "matmul",
-    "einsum", "mm", "mv", "linalg_vecdot", "linear", "addbmm", "baddbmm", "bmm", "chain_matmul", "linalg_multi_dot",
-    "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell",
-    "_scaled_dot_product_flash_attention", "scaled_dot_product_attention", "cudnn_convolution",
-    "cudnn_convolution_transpose", "_cudnn_rnn",
-})  # fmt: skip
-CUDA_FP32_SET_OPT_DTYPE = frozenset({
-    "prod", "prod.dim_int", "prod.dim_Dimname", "softmax.int", "softmax.Dimname", "log_softmax.int",
-    "log_softmax.Dimname", "cumprod", "cumprod.dimname", "cumsum", "cumsum.dimname", "linalg_vector_norm",
-    "linalg_matrix_norm", "linalg_matrix_norm.str_ord", "sum", "sum.dim_IntList", "sum.dim_DimnameList",
-})  # fmt: skip
-CUDA_PROMOTE = frozenset({
-    "addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "vdot", "grid_sampler", "index_put", "tensordot",
-    "scatter_add",
-})  # fmt: skip
+CUDA_LOWER_PRECISION = frozenset(
+    {
+        "_convolution.deprecated",
+        "_convolution",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_tbc",
+        "conv_transpose1d",
+        "conv_transpose2d.input",
+        "conv_transpose3d.input",
+        "convolution",
+        "prelu",
+        "addmm",
+        "addmv",
+        "addr",
+        "matmul",
+        "einsum",
+        "mm",
+        "mv",
+        "linalg_vecdot",
+        "linear",
+        "addbmm",
+        "baddbmm",
+        "bmm",
+        "chain_matmul",
+        "linalg_multi_dot",
+        "_thnn_fused_lstm_cell",
+        "_thnn_fused_gru_cell",
+        "lstm_cell",
+        "gru_cell",
+        "rnn_tanh_cell",
+        "rnn_relu_cell",
+        "_scaled_dot_product_flash_attention",
+        "scaled_dot_product_attention",
+        "cudnn_convolution",
+        "cudnn_convolution_transpose",
+        "_cudnn_rnn",
+    }
+)
+CUDA_FP32_SET_OPT_DTYPE = frozenset(
+    {
+        "prod",
+        "prod.dim_int",
+        "prod.dim_Dimname",
+        "softmax.int",
+        "softmax.Dimname",
+        "log_softmax.int",
+        "log_softmax.Dimname",
+        "cumprod",
+        "cumprod.dimname",
+        "cumsum",
+        "cumsum.dimname",
+        "linalg_vector_norm",
+        "linalg_matrix_norm",
+        "linalg_matrix_norm.str_ord",
+        "sum",
+        "sum.dim_IntList",
+        "sum.dim_DimnameList",
+    }
+)
+CUDA_PROMOTE = frozenset(
+    {
+        "addcdiv",
+        "addcmul",
+        "atan2",
+        "bilinear",
+        "cross",
+        "dot",
+        "vdot",
+        "grid_sampler",
+        "index_put",
+        "tensordot",
+        "scatter_add",
+    }
+)
 CUDA_BANNED = frozenset({"binary_cross_entropy"})
 # Every other AutocastCUDA registration is an FP32 op (norm's overloads append an FP32 dtype, same bytes).
 
 # CPU autocast's lower-precision ops. Where CUDA agrees, CPU's own kernel is kept: it caches the
 # BF16 copy of each weight for the autocast region exactly as CUDA's does.
-CPU_LOWER_PRECISION = frozenset({
-    "conv1d", "conv1d.padding", "conv2d", "conv2d.padding", "conv3d", "conv3d.padding", "bmm", "mm",
-    "linalg_vecdot", "baddbmm", "addmm", "_addmm_activation", "addbmm", "linear", "_convolution.deprecated",
-    "matmul", "conv_tbc", "mkldnn_rnn_layer", "conv_transpose1d", "conv_transpose2d.input", "conv_transpose3d.input",
-    "prelu", "scaled_dot_product_attention", "_native_multi_head_attention",
-})  # fmt: skip
+CPU_LOWER_PRECISION = frozenset(
+    {
+        "conv1d",
+        "conv1d.padding",
+        "conv2d",
+        "conv2d.padding",
+        "conv3d",
+        "conv3d.padding",
+        "bmm",
+        "mm",
+        "linalg_vecdot",
+        "baddbmm",
+        "addmm",
+        "_addmm_activation",
+        "addbmm",
+        "linear",
+        "_convolution.deprecated",
+        "matmul",
+        "conv_tbc",
+        "mkldnn_rnn_layer",
+        "conv_transpose1d",
+        "conv_transpose2d.input",
+        "conv_transpose3d.input",
+        "prelu",
+        "scaled_dot_product_attention",
+        "_native_multi_head_attention",
+    }
+)
 
 
 def registered_autocast_ops(dispatch_key: str) -> set[str]:
@@ -69,8 +150,12 @@ def registered_autocast_ops(dispatch_key: str) -> set[str]:
 
 def cuda_policy(name: str) -> str:
     """CUDA autocast's policy for an op: lower_precision | fp32_set_opt_dtype | promote | banned | fp32."""
-    for policy, ops in (("lower_precision", CUDA_LOWER_PRECISION), ("fp32_set_opt_dtype", CUDA_FP32_SET_OPT_DTYPE),
-                        ("promote", CUDA_PROMOTE), ("banned", CUDA_BANNED)):  # fmt: skip
+    for policy, ops in (
+        ("lower_precision", CUDA_LOWER_PRECISION),
+        ("fp32_set_opt_dtype", CUDA_FP32_SET_OPT_DTYPE),
+        ("promote", CUDA_PROMOTE),
+        ("banned", CUDA_BANNED),
+    ):
         if name in ops:
             return policy
     return "fp32"
@@ -178,9 +263,16 @@ class _MemoryEfficientAttention(torch.autograd.Function):
         return (*grads, None)
 
 
-def _efficient_sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Any = None,
-                    dropout_p: float = 0.0, is_causal: bool = False, scale: Any = None, enable_gqa: bool = False
-                    ) -> torch.Tensor:  # fmt: skip
+def _efficient_sdpa(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: Any = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
     if torch.is_autocast_enabled("cpu"):  # SDPA is a lower-precision op under CUDA autocast
         lower = torch.get_autocast_dtype("cpu")
         query, key, value = (t.to(lower) if _eligible(t) else t for t in (query, key, value))

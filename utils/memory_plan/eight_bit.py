@@ -17,8 +17,10 @@ BLOCK = 256  # values per quantisation scale (bitsandbytes' blockwise 8-bit opti
 
 class EightBitAdamWTrace(torch.optim.Optimizer):
     def __init__(self, param_groups: list[dict], lr: float = 1e-3) -> None:
-        super().__init__([{"params": g["params"], "weight_decay": g.get("weight_decay", 0.0)} for g in param_groups],
-                         {"lr": lr, "weight_decay": 0.0})  # fmt: skip
+        super().__init__(
+            [{"params": g["params"], "weight_decay": g.get("weight_decay", 0.0)} for g in param_groups],
+            {"lr": lr, "weight_decay": 0.0},
+        )
 
     @torch.no_grad()
     def step(self, closure=None):  # type: ignore[no-untyped-def]

@@ -39,15 +39,19 @@ class _LargeOnMeta(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def gpt_config(arch: Architecture, max_audio_length: int, files: dict[str, str], optimizer_params: dict[str, Any],
-               learning_rate: float = 5e-6) -> Any:  # fmt: skip
+def gpt_config(
+    arch: Architecture,
+    max_audio_length: int,
+    files: dict[str, str],
+    optimizer_params: dict[str, Any],
+    learning_rate: float = 5e-6,
+) -> Any:
     """coqui's GPTTrainerConfig as `utils.model_setup.make_gpt_config` builds it, for the fields that
     shape memory (model, lengths, optimizer); paths point at placeholder files."""
     from TTS.tts.configs.xtts_config import XttsAudioConfig
     from TTS.tts.layers.xtts.trainer.gpt_trainer import GPTArgs, GPTTrainerConfig
 
-    from utils.constants import MAX_TEXT_TOKENS
-    from utils.constants import MAX_CONDITIONING_SAMPLES, MIN_CONDITIONING_SAMPLES
+    from utils.constants import MAX_CONDITIONING_SAMPLES, MAX_TEXT_TOKENS, MIN_CONDITIONING_SAMPLES
 
     args = GPTArgs(**{k: v for k, v in arch.args().items() if k in GPTArgs.__dataclass_fields__})
     args.min_conditioning_length = MIN_CONDITIONING_SAMPLES
@@ -79,8 +83,9 @@ def _placeholder_files() -> Iterator[dict[str, str]]:
         yield files
 
 
-def build_fake_model(arch: Architecture, max_audio_length: int, optimizer_params: dict[str, Any],
-                     fake_mode: Any) -> tuple[Any, Any]:  # fmt: skip
+def build_fake_model(
+    arch: Architecture, max_audio_length: int, optimizer_params: dict[str, Any], fake_mode: Any
+) -> tuple[Any, Any]:
     """(model, config): our FineTuneGPTTrainer with fake parameters, in training mode as the trainer sets it."""
     from utils.training.gpt_model import FineTuneGPTTrainer
 

@@ -67,9 +67,10 @@ def measure_cpu_step(step: Callable[[], Any], resident: int) -> MeasuredPeak:
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     events = sorted(
-        (e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
         if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
-    )  # fmt: skip
+    )
     running = peak = 0
     for _, nbytes in events:
         running += nbytes
@@ -77,8 +78,9 @@ def measure_cpu_step(step: Callable[[], Any], resident: int) -> MeasuredPeak:
     return MeasuredPeak(resident, peak)
 
 
-def build_model_folder(folder: str | os.PathLike, layers: int, width: int, heads: int,
-                       models_dir: str | os.PathLike | None = None) -> Path:  # fmt: skip
+def build_model_folder(
+    folder: str | os.PathLike, layers: int, width: int, heads: int, models_dir: str | os.PathLike | None = None
+) -> Path:
     """A base-model folder laid out like the tiny one, with a GPT of the given size (random weights).
 
     For checks of mid-size models that no hub provides: the tiny model's vocab, DVAE and mel stats,
@@ -94,8 +96,9 @@ def build_model_folder(folder: str | os.PathLike, layers: int, width: int, heads
     try:
         shutil.copytree(ensure_base_model(TINY, models_dir).folder, staging, dirs_exist_ok=True)
         config = json.loads((staging / "config.json").read_text(encoding="utf-8"))
-        config["model_args"].update(gpt_layers=layers, gpt_n_model_channels=width, gpt_n_heads=heads,
-                                    decoder_input_dim=width)  # fmt: skip
+        config["model_args"].update(
+            gpt_layers=layers, gpt_n_model_channels=width, gpt_n_heads=heads, decoder_input_dim=width
+        )
         (staging / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
         xtts_config = XttsConfig()
         xtts_config.from_dict(config)
@@ -131,25 +134,43 @@ def _write_clips(folder: Path, rows: int, seconds: float) -> Path:
     return csv_path
 
 
-def real_cpu_step(version: str, work_dir: str | os.PathLike, batch_size: int, *, grad_checkpoint: bool = False,
-                  sdpa: bool = False, models_dir: str | os.PathLike | None = None, clip_seconds: float = 3.0
-                  ) -> tuple[MeasuredPeak, dict[str, int]]:  # fmt: skip
+def real_cpu_step(
+    version: str,
+    work_dir: str | os.PathLike,
+    batch_size: int,
+    *,
+    grad_checkpoint: bool = False,
+    sdpa: bool = False,
+    models_dir: str | os.PathLike | None = None,
+    clip_seconds: float = 3.0,
+) -> tuple[MeasuredPeak, dict[str, int]]:
     """One real CPU training step of the product (train_gpt's setup and coqui's Trainer.train_step),
     measured by the CPU allocator after a warm-up step; and the batch's shapes (batch, text_tokens,
     audio_samples, conditioning_samples) for planning the same step."""
     from utils.data.validation import validate_dataset
+    from utils.text.frontend import TextFrontEnd
+    from utils.training.arguments import TrainArguments
     from utils.training.metrics import MetricsLogger
     from utils.training.run_record import METRICS_FILE, create_run_dir
     from utils.training.setup import build_training_setup
-    from utils.text.frontend import TextFrontEnd
-    from utils.training.arguments import TrainArguments
 
     work_dir = Path(work_dir)
     csv_path = _write_clips(work_dir / "data", 2 * batch_size + 3, clip_seconds)
-    args = TrainArguments(version=version, models_dir=str(models_dir or ""), train_csv=str(csv_path),
-                          output_path=str(work_dir / "runs"), num_epochs=1, batch_size=batch_size, grad_acumm=1,
-                          precision="fp32", num_workers=0, print_step=1000, enable_grad_checkpoint=grad_checkpoint,
-                          enable_sdpa=sdpa, enable_mixed_precision=False)  # fmt: skip
+    args = TrainArguments(
+        version=version,
+        models_dir=str(models_dir or ""),
+        train_csv=str(csv_path),
+        output_path=str(work_dir / "runs"),
+        num_epochs=1,
+        batch_size=batch_size,
+        grad_acumm=1,
+        precision="fp32",
+        num_workers=0,
+        print_step=1000,
+        enable_grad_checkpoint=grad_checkpoint,
+        enable_sdpa=sdpa,
+        enable_mixed_precision=False,
+    )
     base = ensure_base_model(version, models_dir)
     run_dir = create_run_dir(args.output_path, "measure")
     metrics = MetricsLogger(run_dir / METRICS_FILE, batch_size=batch_size, steps_per_epoch=1, total_steps=1)

@@ -18,10 +18,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from utils.model.base_models import check_version_name
 from utils.memory_plan import tracker as t
 from utils.memory_plan.architecture import resolve_architecture
 from utils.memory_plan.trace import BatchModel, DirectTraces, StepSettings
+from utils.model.base_models import check_version_name
 from utils.training.arguments import TrainArguments
 from utils.training.optimizations import FUSED_ADAMW
 from utils.training_optimizations import GPUInfo, TrainingOptimizer, detect_gpu, get_memory_stats
@@ -38,10 +38,27 @@ CUDA_KERNELS_AND_WORKSPACES_BYTES = 150 * MIB
 # of the traced peak: a batch "fits" only with this much to spare.
 SAFETY_MARGIN = 0.10
 MAX_BATCH = 512  # TrainArguments' own limit
-PLANNER_OPTIONS = ("device", "fused_adamw", "leaner_steps", "frozen_models_on_gpu", "gpu", "free_bytes", "cuda_overhead_bytes",
-                   "safety_margin", "progress_callback", "stop_event")  # fmt: skip
-BREAKDOWN = ("weights", "gradients", "optimizer_state", "activations", "optimizer_temporaries", "frozen_models",
-             "cuda_overhead")  # fmt: skip
+PLANNER_OPTIONS = (
+    "device",
+    "fused_adamw",
+    "leaner_steps",
+    "frozen_models_on_gpu",
+    "gpu",
+    "free_bytes",
+    "cuda_overhead_bytes",
+    "safety_margin",
+    "progress_callback",
+    "stop_event",
+)
+BREAKDOWN = (
+    "weights",
+    "gradients",
+    "optimizer_state",
+    "activations",
+    "optimizer_temporaries",
+    "frozen_models",
+    "cuda_overhead",
+)
 PHASES = {t.ACTIVATIONS: "forward", t.BACKWARD: "backward", t.OPTIMIZER_TEMP: "optimizer step"}
 
 
@@ -119,8 +136,14 @@ def planned_gpu(gpu: GPUInfo | None = None) -> GPUInfo:
     detected = detect_gpu()
     if detected.available:
         return detected
-    return GPUInfo(available=True, name="a CUDA GPU (assumed: Ampere or newer)", capability=(8, 0),
-                   architecture="Ampere", total_memory_gb=0.0, bf16_native=True)  # fmt: skip
+    return GPUInfo(
+        available=True,
+        name="a CUDA GPU (assumed: Ampere or newer)",
+        capability=(8, 0),
+        architecture="Ampere",
+        total_memory_gb=0.0,
+        bf16_native=True,
+    )
 
 
 def detected_free_bytes() -> int | None:
@@ -140,8 +163,10 @@ def _arguments(args: tuple, kwargs: dict[str, Any]) -> tuple[TrainArguments, dic
     options = {k: given.pop(k) for k in PLANNER_OPTIONS if k in given}
     unknown = sorted(set(given) - set(TrainArguments.__dataclass_fields__))
     if unknown:
-        raise ValueError(f"Unknown option(s) {', '.join(unknown)}. Known: train_gpt's keywords "
-                         f"(utils.training.arguments.TrainArguments) and {', '.join(PLANNER_OPTIONS)}.")  # fmt: skip
+        raise ValueError(
+            f"Unknown option(s) {', '.join(unknown)}. Known: train_gpt's keywords "
+            f"(utils.training.arguments.TrainArguments) and {', '.join(PLANNER_OPTIONS)}."
+        )
     batch = given.get("batch_size", TrainArguments.batch_size)
     if batch == "auto":
         given["batch_size"] = 1
@@ -160,12 +185,22 @@ def step_settings(arguments: TrainArguments, options: dict[str, Any]) -> StepSet
     device = options.get("device", "cuda")
     gpu = planned_gpu(options.get("gpu")) if device == "cuda" else GPUInfo(available=False)
     leaner = bool(options.get("leaner_steps", True))
-    planned = TrainingOptimizer(arguments.enable_grad_checkpoint, arguments.enable_sdpa,
-                                arguments.enable_mixed_precision, arguments.precision, gpu=gpu,
-                                leaner_steps=leaner)  # fmt: skip
+    planned = TrainingOptimizer(
+        arguments.enable_grad_checkpoint,
+        arguments.enable_sdpa,
+        arguments.enable_mixed_precision,
+        arguments.precision,
+        gpu=gpu,
+        leaner_steps=leaner,
+    )
     choice = planned.precision_choice()
-    arch = resolve_architecture(arguments.version, arguments.models_dir or None, arguments.custom_model,
-                                arguments.language, arguments.vocab_new_tokens)  # fmt: skip
+    arch = resolve_architecture(
+        arguments.version,
+        arguments.models_dir or None,
+        arguments.custom_model,
+        arguments.language,
+        arguments.vocab_new_tokens,
+    )
     return StepSettings(
         architecture=arch,
         batch_size=arguments.batch_size,
@@ -287,8 +322,10 @@ def estimate_gpt_memory(*args: Any, **kwargs: Any) -> MemoryEstimate:
         batch = largest_batch_that_fits(int(free), *args, **{**rest, "batch_size": 1})
         if batch == 0:
             smallest = estimate_gpt_memory(*args, **{**rest, "batch_size": 1})
-            raise ValueError(f"Not even batch_size=1 fits in {int(free) / GIB:.2f} GiB free: it needs "
-                             f"{smallest.required_bytes / GIB:.2f} GiB. {' '.join(fit_advice(smallest))}")  # fmt: skip
+            raise ValueError(
+                f"Not even batch_size=1 fits in {int(free) / GIB:.2f} GiB free: it needs "
+                f"{smallest.required_bytes / GIB:.2f} GiB. {' '.join(fit_advice(smallest))}"
+            )
         arguments = replace(arguments, batch_size=batch)
     settings = step_settings(arguments, options)
     fit, seconds = batch_model(settings)
@@ -342,8 +379,9 @@ def ways_to_fit(free_bytes: int, *args: Any, **kwargs: Any) -> list[dict[str, An
     batch = largest_batch_that_fits(free_bytes, **{**given, "grad_acumm": max(2, arguments.grad_acumm)})
     if 0 < batch < arguments.batch_size:
         accumulation = -(-arguments.batch_size * arguments.grad_acumm // batch)
-        candidates.append((f"batch_size={batch} with grad_acumm={accumulation}",
-                           {"batch_size": batch, "grad_acumm": accumulation}))  # fmt: skip
+        candidates.append(
+            (f"batch_size={batch} with grad_acumm={accumulation}", {"batch_size": batch, "grad_acumm": accumulation})
+        )
     if arguments.max_audio_length > 220500:
         candidates.append(("max_audio_length=220500 (10 s clips at most)", {"max_audio_length": 220500}))
     if arguments.optimizer == "adamw":
@@ -351,6 +389,13 @@ def ways_to_fit(free_bytes: int, *args: Any, **kwargs: Any) -> list[dict[str, An
     ways = []
     for change, keywords in candidates:
         estimate = estimate_gpt_memory(**{**given, **keywords})
-        ways.append({"change": change, "keywords": keywords, "peak_gib": estimate.peak_gib,
-                     "required_gib": estimate.required_bytes / GIB, "fits": estimate.fits(free_bytes)})  # fmt: skip
+        ways.append(
+            {
+                "change": change,
+                "keywords": keywords,
+                "peak_gib": estimate.peak_gib,
+                "required_gib": estimate.required_bytes / GIB,
+                "fits": estimate.fits(free_bytes),
+            }
+        )
     return ways

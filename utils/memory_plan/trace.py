@@ -88,8 +88,14 @@ def _gpu_for(settings: StepSettings) -> GPUInfo:
         return GPUInfo(available=False)
     # Only the precision matters here; it was resolved by the caller for the planned GPU.
     capability = (8, 0) if settings.precision != "fp16" else (7, 0)
-    return GPUInfo(available=True, name="planned GPU", capability=capability, architecture="planned",
-                   total_memory_gb=0.0, bf16_native=capability >= (8, 0))  # fmt: skip
+    return GPUInfo(
+        available=True,
+        name="planned GPU",
+        capability=capability,
+        architecture="planned",
+        total_memory_gb=0.0,
+        bf16_native=capability >= (8, 0),
+    )
 
 
 def _optimizer_params(settings: StepSettings) -> dict[str, Any]:
@@ -200,8 +206,9 @@ def trace_step(settings: StepSettings) -> StepTrace:
 def _trace_step(settings: StepSettings) -> StepTrace:
     started = time.perf_counter()
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    model, config = build_fake_model(settings.architecture, settings.audio_samples, _optimizer_params(settings),
-                                     fake_mode)  # fmt: skip
+    model, config = build_fake_model(
+        settings.architecture, settings.audio_samples, _optimizer_params(settings), fake_mode
+    )
     planned = TrainingOptimizer(
         settings.grad_checkpoint,
         settings.sdpa,
@@ -229,8 +236,13 @@ def _trace_step(settings: StepSettings) -> StepTrace:
         finally:
             for handle in handles:
                 handle.remove()
-    return StepTrace(settings.batch_size, np.array(tracker.events, dtype=np.int64), list(tracker.event_phases),
-                     time.perf_counter() - started, metadata.assumed_true)  # fmt: skip
+    return StepTrace(
+        settings.batch_size,
+        np.array(tracker.events, dtype=np.int64),
+        list(tracker.event_phases),
+        time.perf_counter() - started,
+        metadata.assumed_true,
+    )
 
 
 def _aligned(a: StepTrace, b: StepTrace) -> bool:

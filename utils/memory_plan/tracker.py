@@ -147,8 +147,10 @@ class RealMetadata(TorchDispatchMode):
         if not fakes and tensors:
             with unset_fake_temporarily():
                 return func(*args, **kwargs)
-        if fakes and any(isinstance(w, torch.Tensor) and not isinstance(w, FakeTensor)
-                         for w in tree_leaves(_written_args(func, args, kwargs))):  # fmt: skip
+        if fakes and any(
+            isinstance(w, torch.Tensor) and not isinstance(w, FakeTensor)
+            for w in tree_leaves(_written_args(func, args, kwargs))
+        ):
             raise PlanningError(f"{func} would write fake values into a real tensor.")
         out = func(*args, **kwargs)
         if not tensors and isinstance(out, FakeTensor) and _small_metadata(out):

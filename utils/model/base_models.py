@@ -137,16 +137,20 @@ def _missing_message(version: str, folder: Path, missing: list[str], errors: dic
     """One short message: the folder, each missing file once, and why the download failed, once."""
     reasons = sorted(set(errors.values()))
     why = f" The download failed: {reasons[0]}." if len(reasons) == 1 else ""
-    lines = [f"  - {name}" + (f" (download failed: {errors[name]})" if name in errors and not why else "")
-             for name in missing]  # fmt: skip
-    return (f"Base model {version!r} is incomplete: {len(missing)} file(s) missing from {folder}:\n" + "\n".join(lines)
-            + (f"\n{why.strip()}" if why else "") + f"\nPut them in {folder} (from https://huggingface.co/{HF_REPO}, tag {version}; dvae.pth, "
-            "mel_stats.pth and speakers_xtts.pth are on main), or use version='tiny' to try the tool without them.")
+    lines = [
+        f"  - {name}" + (f" (download failed: {errors[name]})" if name in errors and not why else "")
+        for name in missing
+    ]
+    return (
+        f"Base model {version!r} is incomplete: {len(missing)} file(s) missing from {folder}:\n"
+        + "\n".join(lines)
+        + (f"\n{why.strip()}" if why else "")
+        + f"\nPut them in {folder} (from https://huggingface.co/{HF_REPO}, tag {version}; dvae.pth, "
+        "mel_stats.pth and speakers_xtts.pth are on main), or use version='tiny' to try the tool without them."
+    )
 
 
-def ensure_base_model(
-    version: str, models_dir: str | os.PathLike | None = None, *, download: bool = True
-) -> BaseModel:
+def ensure_base_model(version: str, models_dir: str | os.PathLike | None = None, *, download: bool = True) -> BaseModel:
     """Return the base model's paths, building `tiny` or downloading missing files first.
 
     Raises MissingBaseModelFiles, naming every missing file and the folder to put it in, when files

@@ -46,8 +46,10 @@ def find_ready_dir(path: str | os.PathLike) -> Path:
         path = path / READY_DIR
     missing = [name for name in ("model.pth", "config.json", "vocab.json") if not (path / name).is_file()]
     if missing:
-        raise ValueError(f"{path} is not a ready model folder: missing {', '.join(missing)}. Pick a run whose "
-                         "training finished or was stopped (its ready/ folder), or export one first.")  # fmt: skip
+        raise ValueError(
+            f"{path} is not a ready model folder: missing {', '.join(missing)}. Pick a run whose "
+            "training finished or was stopped (its ready/ folder), or export one first."
+        )
     return path
 
 
@@ -68,8 +70,9 @@ def _load(ready_dir: str, stamp: float, device: str) -> LoadedVoice:
     model = Xtts(config)
     # An old-format model.pth would be rewritten in place by coqui; load a converted copy instead.
     checkpoint = loadable_checkpoint(folder / "model.pth", models_root() / ".converted")
-    model.load_checkpoint(config, checkpoint_dir=str(folder), checkpoint_path=str(checkpoint), eval=True,
-                          use_deepspeed=False)  # fmt: skip
+    model.load_checkpoint(
+        config, checkpoint_dir=str(folder), checkpoint_path=str(checkpoint), eval=True, use_deepspeed=False
+    )
     info = read_finetune_info(folder)
     frontend = TextFrontEnd.from_dict(info.get("text_frontend"), info.get("language", "en"))
     model.tokenizer = tokenizer_for(folder / "vocab.json", frontend.language)
@@ -107,8 +110,10 @@ def check_text_length(model: Any, text: str, language: str) -> None:
     tokens = len(model.tokenizer.encode(text, language))
     limit = int(model.args.gpt_max_text_tokens)
     if tokens > limit:
-        raise ValueError(f"The text is {tokens} tokens, over XTTS's limit of {limit} per generation: split it into "
-                         "shorter sentences.")  # fmt: skip
+        raise ValueError(
+            f"The text is {tokens} tokens, over XTTS's limit of {limit} per generation: split it into "
+            "shorter sentences."
+        )
 
 
 @contextlib.contextmanager
@@ -127,16 +132,27 @@ def seeded(seed: int | None) -> Iterator[None]:
 def conditioning_latents(model: Any, reference: str | os.PathLike) -> tuple[torch.Tensor, torch.Tensor]:
     """XTTS's GPT conditioning latent and speaker embedding of a reference clip."""
     with torch.inference_mode():
-        return model.get_conditioning_latents(audio_path=[str(reference)], max_ref_length=30, gpt_cond_len=30,
-                                              gpt_cond_chunk_len=4)  # fmt: skip
+        return model.get_conditioning_latents(
+            audio_path=[str(reference)], max_ref_length=30, gpt_cond_len=30, gpt_cond_chunk_len=4
+        )
 
 
 def generate_wav(
-    model: Any, prepared_text: str, language: str, latent: torch.Tensor, speaker: torch.Tensor, *,
-    seed: int | None = None, max_audio_tokens: int | None = None, temperature: float = 0.75,
-    length_penalty: float = 1.0, repetition_penalty: float = 5.0, top_k: int = 50, top_p: float = 0.85,
+    model: Any,
+    prepared_text: str,
+    language: str,
+    latent: torch.Tensor,
+    speaker: torch.Tensor,
+    *,
+    seed: int | None = None,
+    max_audio_tokens: int | None = None,
+    temperature: float = 0.75,
+    length_penalty: float = 1.0,
+    repetition_penalty: float = 5.0,
+    top_k: int = 50,
+    top_p: float = 0.85,
     speed: float = 1.0,
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """Speech samples (mono float32 at the model's output rate) of text already through the front end, from
     an Xtts ready for inference (loaded for it, or a training model inside
     `utils.training.quality_eval.speaking`)."""
@@ -147,10 +163,18 @@ def generate_wav(
         with torch.inference_mode(), seeded(seed):
             # Sliders and JSON send whole numbers as int; transformers' samplers insist on floats.
             out = model.inference(
-                prepared_text, language, latent, speaker, temperature=float(temperature),
-                length_penalty=float(length_penalty), repetition_penalty=float(repetition_penalty), top_k=int(top_k),
-                top_p=float(top_p), speed=float(speed), enable_text_splitting=False,
-            )  # fmt: skip
+                prepared_text,
+                language,
+                latent,
+                speaker,
+                temperature=float(temperature),
+                length_penalty=float(length_penalty),
+                repetition_penalty=float(repetition_penalty),
+                top_k=int(top_k),
+                top_p=float(top_p),
+                speed=float(speed),
+                enable_text_splitting=False,
+            )
     finally:
         model.gpt.max_gen_mel_tokens = limit
     return np.asarray(out["wav"], dtype=np.float32).reshape(-1)
@@ -180,7 +204,7 @@ def synthesize(
     voice = load_voice(model_path)
     reference = Path(reference_wav) if reference_wav else voice.ready_dir / REFERENCE_WAV
     check_reference(reference)
-    language = voice.frontend.language if not language else language
+    language = language or voice.frontend.language
     frontend = TextFrontEnd(language, voice.frontend.amharic_g2p and language == voice.frontend.language)
     prepared = frontend.apply(text.strip())
     model = voice.model
@@ -188,10 +212,20 @@ def synthesize(
     with _lock:
         latent, speaker = conditioning_latents(model, reference)
         wav = generate_wav(
-            model, prepared, frontend.language, latent, speaker, seed=seed, max_audio_tokens=max_audio_tokens,
-            temperature=temperature, length_penalty=length_penalty, repetition_penalty=repetition_penalty, top_k=top_k,
-            top_p=top_p, speed=speed,
-        )  # fmt: skip
+            model,
+            prepared,
+            frontend.language,
+            latent,
+            speaker,
+            seed=seed,
+            max_audio_tokens=max_audio_tokens,
+            temperature=temperature,
+            length_penalty=length_penalty,
+            repetition_penalty=repetition_penalty,
+            top_k=top_k,
+            top_p=top_p,
+            speed=speed,
+        )
     if output_wav:
         import soundfile as sf
 

@@ -137,14 +137,20 @@ def extend_vocab(base_vocab: Path, language: str, texts: list[str], new_tokens: 
         added_merges.append(" ".join(pair) if string_merges else list(pair))
     merges.extend(added_merges)
     if not any(t["content"] == language_token for t in data.get("added_tokens", [])):
-        data.setdefault("added_tokens", []).append({"id": vocab[language_token], "content": language_token,
-                                                    **SPECIAL_TOKEN})  # fmt: skip
+        data.setdefault("added_tokens", []).append(
+            {"id": vocab[language_token], "content": language_token, **SPECIAL_TOKEN}
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
     partial.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     partial.replace(target)
-    return {"language_token": language_token, "new_characters": len(added_chars), "new_bpe_tokens":
-            len(added_tokens) - 1, "new_merges": len(added_merges), "size": next_id}  # fmt: skip
+    return {
+        "language_token": language_token,
+        "new_characters": len(added_chars),
+        "new_bpe_tokens": len(added_tokens) - 1,
+        "new_merges": len(added_merges),
+        "size": next_id,
+    }
 
 
 def vocab_size(path: Path) -> int:
@@ -174,12 +180,25 @@ def prepare_vocab(
     if run_vocab is not None and run_vocab.is_file() and language not in languages:
         # Resuming: the checkpoint's embeddings match the run's vocab, whatever the text is now.
         size = vocab_size(run_vocab)
-        return VocabChoice(run_vocab, [*languages, language], language, base_size, size,
-                           {"base_vocab": str(base_vocab), "extended": True, "path": str(run_vocab), "size": size,
-                            "base_size": base_size, "reused_from_run": True})  # fmt: skip
+        return VocabChoice(
+            run_vocab,
+            [*languages, language],
+            language,
+            base_size,
+            size,
+            {
+                "base_vocab": str(base_vocab),
+                "extended": True,
+                "path": str(run_vocab),
+                "size": size,
+                "base_size": base_size,
+                "reused_from_run": True,
+            },
+        )
     if language in languages:
-        return VocabChoice(base_vocab, languages, language, base_size, base_size,
-                           {"base_vocab": str(base_vocab), "extended": False})  # fmt: skip
+        return VocabChoice(
+            base_vocab, languages, language, base_size, base_size, {"base_vocab": str(base_vocab), "extended": False}
+        )
     digest = hashlib.sha256()
     digest.update(base_vocab.read_bytes())
     digest.update(f"{language}|{new_tokens}".encode())

@@ -46,15 +46,26 @@ def get_transcriber(
     Arguments are those of :class:`FasterWhisperTranscriber`. Raises :class:`TranscriberUnavailable`
     (saying where to put the model files) when the model cannot be found or loaded.
     """
-    key = (str(model_name_or_dir), device, compute_type,
-           None if local_models_dir is None else str(local_models_dir),
-           None if download_root is None else str(download_root), int(cpu_threads))
+    key = (
+        str(model_name_or_dir),
+        device,
+        compute_type,
+        None if local_models_dir is None else str(local_models_dir),
+        None if download_root is None else str(download_root),
+        int(cpu_threads),
+    )
     with _LOCK:
         cached = _CACHE.get(key)
         if cached is not None:
             return cached
-        transcriber = FasterWhisperTranscriber(model_name_or_dir, device, compute_type, download_root,
-                                               local_models_dir=local_models_dir, cpu_threads=cpu_threads)
+        transcriber = FasterWhisperTranscriber(
+            model_name_or_dir,
+            device,
+            compute_type,
+            download_root,
+            local_models_dir=local_models_dir,
+            cpu_threads=cpu_threads,
+        )
         transcriber._load()  # raises TranscriberUnavailable; failures are not cached
         _CACHE[key] = transcriber
         return transcriber

@@ -22,8 +22,8 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -67,8 +67,8 @@ def frame_powers(wav: np.ndarray, sample_rate: int) -> np.ndarray:
     x = np.asarray(wav, dtype=np.float64)
     frame, hop = _frame_geometry(sample_rate)
     if len(x) <= frame:
-        return np.array([np.mean(x ** 2) if len(x) else 0.0])
-    sums = np.concatenate(([0.0], np.cumsum(x ** 2)))
+        return np.array([np.mean(x**2) if len(x) else 0.0])
+    sums = np.concatenate(([0.0], np.cumsum(x**2)))
     starts = np.arange(0, len(x) - frame + 1, hop)
     return (sums[starts + frame] - sums[starts]) / frame
 
@@ -146,9 +146,17 @@ def measure_wav(wav: np.ndarray, sample_rate: int, file: str | None = None) -> C
         reasons.append("snr: silent clip")
     leading, trailing = edge_silences(powers, len(x), sample_rate)
     return ClipMeasures(
-        file=file, duration=round(duration, 4), sample_rate=sample_rate, loudness_lufs=loudness,
-        peak_dbfs=20 * math.log10(peak) if peak > 0 else None, clipping_ratio=clipping_ratio(x), snr_db=snr,
-        leading_silence_s=leading, trailing_silence_s=trailing, reason="; ".join(reasons))
+        file=file,
+        duration=round(duration, 4),
+        sample_rate=sample_rate,
+        loudness_lufs=loudness,
+        peak_dbfs=20 * math.log10(peak) if peak > 0 else None,
+        clipping_ratio=clipping_ratio(x),
+        snr_db=snr,
+        leading_silence_s=leading,
+        trailing_silence_s=trailing,
+        reason="; ".join(reasons),
+    )
 
 
 def measure_file(path: str | os.PathLike) -> ClipMeasures:

@@ -57,9 +57,17 @@ class Comparison:
             score = side.score or ClipScore(file="", text=self.text)
             # A typed text has no real clip: the missing duration ratio needs no note.
             notes = [p for p in score.reason.split("; ") if p and not p.startswith("duration_ratio:")]
-            rows.append({"model": side.label, "cer": score.cer, "wer": score.wer, "similarity": score.similarity,
-                         "seconds": score.duration, "transcript": score.transcript or "",
-                         "note": side.reason or "; ".join(notes)})  # fmt: skip
+            rows.append(
+                {
+                    "model": side.label,
+                    "cer": score.cer,
+                    "wer": score.wer,
+                    "similarity": score.similarity,
+                    "seconds": score.duration,
+                    "transcript": score.transcript or "",
+                    "note": side.reason or "; ".join(notes),
+                }
+            )
         return rows
 
 
@@ -108,16 +116,22 @@ def compare_with_base(
     if not version:
         base = SpokenClip("base", reason=f"{ready}/finetune.json does not name its base model version")
     else:
-        base = _speak(f"base {version}", ensure_base_model(version, models_dir).folder, text,
-                      folder / f"{stem}-base.wav", options)  # fmt: skip
+        base = _speak(
+            f"base {version}", ensure_base_model(version, models_dir).folder, text, folder / f"{stem}-base.wav", options
+        )
     why = None
     if transcriber is None and whisper_model:
         from utils.quality.asr import transcriber_or_reason
 
         transcriber, why = transcriber_or_reason(whisper_model, device="cpu", compute_type="int8")
     spoken = [side for side in (finetuned, base) if side.file is not None]
-    report = score_clips([(side.file, text.strip()) for side in spoken], language=language, reference_clips=[reference],
-                         transcriber=transcriber, no_transcriber_reason=why)  # fmt: skip
+    report = score_clips(
+        [(side.file, text.strip()) for side in spoken],
+        language=language,
+        reference_clips=[reference],
+        transcriber=transcriber,
+        no_transcriber_reason=why,
+    )
     for side, score in zip(spoken, report.clips, strict=True):
         side.score = score
     reasons = [r for r in report.reasons if not r.startswith("duration_ratio:")]  # no real clip of a typed text

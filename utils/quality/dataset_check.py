@@ -70,13 +70,18 @@ class DatasetCheck:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (audio_file, why it could not be read)
 
     def summary(self) -> str:
-        lines = [f"{len(self.flagged)} of {self.checked} rows flagged (transcript CER over {self.threshold:.0%}, "
-                 "or audio outliers), worst first."]  # fmt: skip
+        lines = [
+            f"{len(self.flagged)} of {self.checked} rows flagged (transcript CER over {self.threshold:.0%}, "
+            "or audio outliers), worst first."
+        ]
         if self.transcript_reason:
             lines.append(f"Transcripts not checked: {self.transcript_reason}")
         if self.skipped:
-            lines.append(f"{len(self.skipped)} clip(s) could not be read: {self.skipped[0][0]} ({self.skipped[0][1]})"
-                         + (" and more" if len(self.skipped) > 1 else "") + ".")  # fmt: skip
+            lines.append(
+                f"{len(self.skipped)} clip(s) could not be read: {self.skipped[0][0]} ({self.skipped[0][1]})"
+                + (" and more" if len(self.skipped) > 1 else "")
+                + "."
+            )
         return "\n".join(lines)
 
 
@@ -102,8 +107,14 @@ class _Transcripts:
 
 def _check_row(row: CsvRow, transcripts: _Transcripts, language: str | None, threshold: float) -> RowCheck:
     wav, rate = load_audio(row.audio_location, None)
-    record = RowCheck(row.csv_file, row.line, row.audio_file, row.audio_location, row.text,
-                      measures=measure_wav(wav, rate, file=row.audio_file))  # fmt: skip
+    record = RowCheck(
+        row.csv_file,
+        row.line,
+        row.audio_file,
+        row.audio_location,
+        row.text,
+        measures=measure_wav(wav, rate, file=row.audio_file),
+    )
     record.transcript = transcripts(wav, rate)
     if record.transcript is not None:
         record.cer = cer(row.text, record.transcript, language)
@@ -160,5 +171,12 @@ def check_dataset(
 
     report = validate_dataset(train_csv, eval_csv, language, max_audio_length)
     rows = (row for _, row, _ in report.iter_usable_splits())
-    return check_rows(rows, language=report.language, transcriber=transcriber, threshold=threshold,
-                      total=report.rows_usable, progress=progress, no_transcriber_reason=no_transcriber_reason)
+    return check_rows(
+        rows,
+        language=report.language,
+        transcriber=transcriber,
+        threshold=threshold,
+        total=report.rows_usable,
+        progress=progress,
+        no_transcriber_reason=no_transcriber_reason,
+    )

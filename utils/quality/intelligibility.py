@@ -21,7 +21,7 @@ meaningful figure. Rates are edits / reference length and can exceed 1 when the 
 from __future__ import annotations
 
 import unicodedata
-from typing import Sequence
+from collections.abc import Sequence
 
 import jiwer
 
@@ -33,8 +33,15 @@ _AMHARIC_CODES = ("amh", "am")
 
 def _amharic_homophones() -> dict[int, str]:
     table = {}
-    pairs = ((0x1200, 0x1200), (0x1210, 0x1200), (0x1280, 0x1200), (0x1220, 0x1230), (0x12A0, 0x12A0),
-             (0x12D0, 0x12A0), (0x1340, 0x1338))
+    pairs = (
+        (0x1200, 0x1200),
+        (0x1210, 0x1200),
+        (0x1280, 0x1200),
+        (0x1220, 0x1230),
+        (0x12A0, 0x12A0),
+        (0x12D0, 0x12A0),
+        (0x1340, 0x1338),
+    )
     for source, target in pairs:
         for order in range(7):  # the seven vowel orders sit at the same offsets in every series
             # The 4th order of the h and glottal series sounds like their 1st (ሃ = ሀ = ha, ኣ = አ = a).
@@ -73,8 +80,9 @@ class _SplitNoSpaceScripts(jiwer.AbstractTransform):
 
 
 def _cer_transform(language: str | None) -> jiwer.Compose:
-    return jiwer.Compose([_Normalize(language), jiwer.RemoveWhiteSpace(replace_by_space=False),
-                          jiwer.ReduceToListOfListOfChars()])
+    return jiwer.Compose(
+        [_Normalize(language), jiwer.RemoveWhiteSpace(replace_by_space=False), jiwer.ReduceToListOfListOfChars()]
+    )
 
 
 def _wer_transform(language: str | None) -> jiwer.Compose:

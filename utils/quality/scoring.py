@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -79,8 +80,13 @@ class QualityReport:
 
     def metrics(self) -> dict[str, float | None]:
         """The numbers :meth:`~utils.quality.selection.BestRule.value_of` reads."""
-        return {"cer": self.cer, "wer": self.wer, "similarity": self.similarity,
-                "duration_ratio": self.duration_ratio, "combined": self.combined}
+        return {
+            "cer": self.cer,
+            "wer": self.wer,
+            "similarity": self.similarity,
+            "duration_ratio": self.duration_ratio,
+            "combined": self.combined,
+        }
 
     def to_dict(self) -> dict:
         return {**self.metrics(), "reason": self.reason, "clips": [asdict(c) for c in self.clips]}
@@ -90,8 +96,13 @@ class _Scorer:
     """Holds what is shared across clips: the transcriber (dropped after it proves unavailable) and the
     reference embedding (or the reason there is none)."""
 
-    def __init__(self, transcriber: Transcriber | None, language: str | None,
-                 reference_clips: Sequence[str | os.PathLike] | None, no_transcriber_reason: str | None = None) -> None:
+    def __init__(
+        self,
+        transcriber: Transcriber | None,
+        language: str | None,
+        reference_clips: Sequence[str | os.PathLike] | None,
+        no_transcriber_reason: str | None = None,
+    ) -> None:
         self.transcriber = transcriber
         self.asr_reason = None if transcriber is not None else (no_transcriber_reason or "no transcription model given")
         self.language = language  # the project's code: the error rates fold Amharic homophones with it
@@ -220,13 +231,16 @@ def score_folder(
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in AUDIO_SUFFIXES)
     no_text = [p.name for p in files if _text_for(p, texts) is None]
     if no_text:
-        raise ValueError(f"no text for {len(no_text)} file(s) in {folder}: {', '.join(no_text[:5])}; "
-                         "add them to texts (keyed by file name or stem) or move them out")
+        raise ValueError(
+            f"no text for {len(no_text)} file(s) in {folder}: {', '.join(no_text[:5])}; "
+            "add them to texts (keyed by file name or stem) or move them out"
+        )
     keys = {p.name for p in files} | {p.stem for p in files}
     orphans = [k for k in texts if k not in keys]
     if orphans:
         raise ValueError(f"no audio file in {folder} for text key(s) {', '.join(map(repr, orphans[:5]))}")
     real_clips = real_clips or {}
     items = [ClipToScore(p, _text_for(p, texts), real_clips.get(p.name, real_clips.get(p.stem))) for p in files]
-    return score_clips(items, language=language, reference_clips=reference_clips, transcriber=transcriber,
-                       progress=progress)
+    return score_clips(
+        items, language=language, reference_clips=reference_clips, transcriber=transcriber, progress=progress
+    )

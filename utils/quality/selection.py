@@ -12,8 +12,8 @@ similarity of Resemblyzer embeddings already lies in [0, 1].
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from enum import Enum
-from typing import Mapping
 
 CER_WEIGHT = 0.5
 
@@ -76,8 +76,13 @@ def is_better(rule: BestRule | str, new: float | None, best: float | None, *, mi
     return new > best + min_delta if rule.higher_is_better else new < best - min_delta
 
 
-def better_evaluation(rule: BestRule | str, new: Mapping[str, float | None],
-                      best: Mapping[str, float | None] | None, *, min_delta: float = 0.0) -> bool:
+def better_evaluation(
+    rule: BestRule | str,
+    new: Mapping[str, float | None],
+    best: Mapping[str, float | None] | None,
+    *,
+    min_delta: float = 0.0,
+) -> bool:
     """Whether the evaluation with metrics ``new`` beats the best so far (``best``; None before the
     first) under ``rule``: :func:`is_better` on :meth:`BestRule.value_of` of each."""
     rule = BestRule.parse(rule)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -40,7 +40,8 @@ def get_voice_encoder():
             except ImportError as exc:
                 raise SpeakerEncoderUnavailable(
                     f"speaker similarity needs resemblyzer and webrtcvad ({exc}); install the pinned versions "
-                    "from requirements.txt") from exc
+                    "from requirements.txt"
+                ) from exc
             try:
                 _ENCODER = VoiceEncoder("cpu", verbose=False)
             except Exception as exc:  # a broken install, whatever it raises, is "unavailable" with its reason

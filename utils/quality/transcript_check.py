@@ -20,8 +20,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import os
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterable
 
 from utils.audio.io import AudioError, load_audio
 from utils.data.transcription import Transcriber, TranscriberUnavailable

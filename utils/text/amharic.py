@@ -78,10 +78,10 @@ _SCALES = ((10**9, "ቢሊዮን"), (10**6, "ሚሊዮን"), (10**3, "ሺህ"))
 _POINT = "ነጥብ"
 _MAX_SPOKEN = 10**12
 
-_GEEZ_VALUES = {chr(0x1369 + i): i + 1 for i in range(9)}           # ፩..፱
+_GEEZ_VALUES = {chr(0x1369 + i): i + 1 for i in range(9)}  # ፩..፱
 _GEEZ_VALUES.update({chr(0x1372 + i): (i + 1) * 10 for i in range(9)})  # ፲..፺
-_GEEZ_VALUES["\u137B"] = 100     # ፻
-_GEEZ_VALUES["\u137C"] = 10000   # ፼
+_GEEZ_VALUES["\u137b"] = 100  # ፻
+_GEEZ_VALUES["\u137c"] = 10000  # ፼
 
 
 def _below_100(n: int) -> str:
@@ -170,11 +170,11 @@ _ETHIOPIC_PUNCT = {
     "\u1367": "?",  # ፧ question mark
     "\u1368": ".",  # ፨ paragraph separator: a sentence end
 }
-_WORDSPACE = "\u1361"    # ፡
+_WORDSPACE = "\u1361"  # ፡
 _SECTION_MARK = "\u1360"  # ፠ (decorative, removed)
 
-_ETH_LETTER = "\u1200-\u135A\u1380-\u138F\u2D80-\u2DDE\uAB01-\uAB2E"
-_GEEZ_NUMBER_RE = re.compile("[\u1369-\u137C]+")
+_ETH_LETTER = "\u1200-\u135a\u1380-\u138f\u2d80-\u2dde\uab01-\uab2e"
+_GEEZ_NUMBER_RE = re.compile("[\u1369-\u137c]+")
 _ARABIC_NUMBER_RE = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?")
 _MARKS_NO_SPACE = frozenset(".,;:?!" + "".join(_ETHIOPIC_PUNCT))
 _ETH_PUNCT_RE = re.compile(r"\s*([" + "".join(_ETHIOPIC_PUNCT) + r"])(\s*)")

@@ -71,40 +71,40 @@ _ORDER_VOWELS = ("ə", "u", "i", "a", "e", None, "o")
 # First code point of each plain series -> IPA consonant.  Merged letters share
 # a consonant on purpose (modern Amharic no longer distinguishes them).
 _SERIES = {
-    0x1200: "h",    # ሀ
-    0x1208: "l",    # ለ
-    0x1210: "h",    # ሐ  (merged with ሀ)
-    0x1218: "m",    # መ
-    0x1220: "s",    # ሠ  (merged with ሰ)
-    0x1228: "r",    # ረ
-    0x1230: "s",    # ሰ
-    0x1238: "ʃ",    # ሸ
-    0x1240: "kʼ",   # ቀ
-    0x1260: "b",    # በ
-    0x1268: "v",    # ቨ
-    0x1270: "t",    # ተ
-    0x1278: "tʃ",   # ቸ
-    0x1280: "h",    # ኀ  (merged with ሀ)
-    0x1290: "n",    # ነ
-    0x1298: "ɲ",    # ኘ
-    0x12A0: "ʔ",    # አ
-    0x12A8: "k",    # ከ
-    0x12B8: "x",    # ኸ
-    0x12C8: "w",    # ወ
-    0x12D0: "ʔ",    # ዐ  (merged with አ)
-    0x12D8: "z",    # ዘ
-    0x12E0: "ʒ",    # ዠ
-    0x12E8: "j",    # የ
-    0x12F0: "d",    # ደ
-    0x1300: "dʒ",   # ጀ
-    0x1308: "g",    # ገ
-    0x1320: "tʼ",   # ጠ
+    0x1200: "h",  # ሀ
+    0x1208: "l",  # ለ
+    0x1210: "h",  # ሐ  (merged with ሀ)
+    0x1218: "m",  # መ
+    0x1220: "s",  # ሠ  (merged with ሰ)
+    0x1228: "r",  # ረ
+    0x1230: "s",  # ሰ
+    0x1238: "ʃ",  # ሸ
+    0x1240: "kʼ",  # ቀ
+    0x1260: "b",  # በ
+    0x1268: "v",  # ቨ
+    0x1270: "t",  # ተ
+    0x1278: "tʃ",  # ቸ
+    0x1280: "h",  # ኀ  (merged with ሀ)
+    0x1290: "n",  # ነ
+    0x1298: "ɲ",  # ኘ
+    0x12A0: "ʔ",  # አ
+    0x12A8: "k",  # ከ
+    0x12B8: "x",  # ኸ
+    0x12C8: "w",  # ወ
+    0x12D0: "ʔ",  # ዐ  (merged with አ)
+    0x12D8: "z",  # ዘ
+    0x12E0: "ʒ",  # ዠ
+    0x12E8: "j",  # የ
+    0x12F0: "d",  # ደ
+    0x1300: "dʒ",  # ጀ
+    0x1308: "g",  # ገ
+    0x1320: "tʼ",  # ጠ
     0x1328: "tʃʼ",  # ጨ
-    0x1330: "pʼ",   # ጰ
-    0x1338: "sʼ",   # ጸ
-    0x1340: "sʼ",   # ፀ  (merged with ጸ)
-    0x1348: "f",    # ፈ
-    0x1350: "p",    # ፐ
+    0x1330: "pʼ",  # ጰ
+    0x1338: "sʼ",  # ጸ
+    0x1340: "sʼ",  # ፀ  (merged with ጸ)
+    0x1348: "f",  # ፈ
+    0x1350: "p",  # ፐ
 }
 
 # Series whose 1st order is said "a" in modern Amharic (ሀ = ሃ).
@@ -114,27 +114,47 @@ _FIRST_ORDER_A = {0x1200, 0x1210, 0x1280, 0x12A0, 0x12D0}
 # series' 8th slots are -oa letters of other languages (ሇ ቇ ኇ ኯ ዏ ዯ ጏ ፇ) or
 # special (ኧ), so they are not listed.
 _WA_SERIES = (
-    0x1208, 0x1210, 0x1218, 0x1220, 0x1228, 0x1230, 0x1238, 0x1260, 0x1268,
-    0x1270, 0x1278, 0x1290, 0x1298, 0x12D8, 0x12E0, 0x12F0, 0x1300, 0x1320,
-    0x1328, 0x1330, 0x1338, 0x1348, 0x1350,
+    0x1208,
+    0x1210,
+    0x1218,
+    0x1220,
+    0x1228,
+    0x1230,
+    0x1238,
+    0x1260,
+    0x1268,
+    0x1270,
+    0x1278,
+    0x1290,
+    0x1298,
+    0x12D8,
+    0x12E0,
+    0x12F0,
+    0x1300,
+    0x1320,
+    0x1328,
+    0x1330,
+    0x1338,
+    0x1348,
+    0x1350,
 )
 
 # Labialised series: first code point -> consonant.  Offsets 0,2,3,4,5 are
 # Cʷə Cʷi Cʷa Cʷe Cʷ(ɨ); offsets 1, 6 and 7 are unassigned.
 _LABIALISED_SERIES = {
     0x1248: "kʼʷ",  # ቈ
-    0x1288: "hʷ",   # ኈ  (ኀ merged with ሀ)
-    0x12B0: "kʷ",   # ኰ
-    0x12C0: "xʷ",   # ዀ
-    0x1310: "gʷ",   # ጐ
+    0x1288: "hʷ",  # ኈ  (ኀ merged with ሀ)
+    0x12B0: "kʷ",  # ኰ
+    0x12C0: "xʷ",  # ዀ
+    0x1310: "gʷ",  # ጐ
 }
 _LABIALISED_OFFSETS = {0: "ə", 2: "i", 3: "a", 4: "e", 5: None}
 
 _SPECIAL_LETTERS = {
-    "\u12A7": ("ʔ", "ə"),   # ኧ: Amharic uses it for a bare ä (ə)
+    "\u12a7": ("ʔ", "ə"),  # ኧ: Amharic uses it for a bare ä (ə)
     "\u1358": ("rj", "a"),  # ፘ
     "\u1359": ("mj", "a"),  # ፙ
-    "\u135A": ("fj", "a"),  # ፚ
+    "\u135a": ("fj", "a"),  # ፚ
 }
 
 
@@ -163,16 +183,39 @@ AMHARIC_LETTERS = tuple(sorted(_TABLE))
 
 _GLOTTAL = "ʔ"
 _EPENTHETIC = "ɨ"
-_GEMINATION_MARK = "\u135F"
+_GEMINATION_MARK = "\u135f"
 
 # Sonority classes for the word-final two-consonant coda test.
 _SONORITY = {
-    "p": 1, "b": 1, "t": 1, "d": 1, "k": 1, "g": 1, "ʔ": 1,
-    "pʼ": 1, "tʼ": 1, "kʼ": 1, "tʃ": 1, "dʒ": 1, "tʃʼ": 1,
-    "f": 2, "v": 2, "s": 2, "z": 2, "ʃ": 2, "ʒ": 2, "h": 2, "x": 2, "sʼ": 2,
-    "m": 3, "n": 3, "ɲ": 3,
-    "l": 4, "r": 4,
-    "w": 5, "j": 5,
+    "p": 1,
+    "b": 1,
+    "t": 1,
+    "d": 1,
+    "k": 1,
+    "g": 1,
+    "ʔ": 1,
+    "pʼ": 1,
+    "tʼ": 1,
+    "kʼ": 1,
+    "tʃ": 1,
+    "dʒ": 1,
+    "tʃʼ": 1,
+    "f": 2,
+    "v": 2,
+    "s": 2,
+    "z": 2,
+    "ʃ": 2,
+    "ʒ": 2,
+    "h": 2,
+    "x": 2,
+    "sʼ": 2,
+    "m": 3,
+    "n": 3,
+    "ɲ": 3,
+    "l": 4,
+    "r": 4,
+    "w": 5,
+    "j": 5,
 }
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
 from utils.device.precision import PRECISIONS
-from utils.training.optimizations import OPTIMIZERS
 from utils.device.selection import parse_devices
+from utils.training.optimizations import OPTIMIZERS
 
 # The longest clip a run may ask for before the base model's own limit is known: 30 s.
 MAX_AUDIO_LENGTH_CEILING = 30 * XTTS_SAMPLE_RATE
@@ -59,115 +59,221 @@ def option(default: Any, help: str, **spec: Any) -> Any:
 @dataclass(frozen=True)
 class TrainArguments:
     # The first fourteen, in this order, are train_gpt's positional parameters.
-    custom_model: str = option("", "Path of a fine-tuned model.pth to start from; empty starts from the base model.",
-                               ui=UI("Custom model.pth (optional)", MODEL, info="start from a fine-tuned model"))
-    version: str = option("v2.0.2", "Base model version under models/ (downloaded when missing); 'tiny' builds a small "
-                          "random XTTS locally for tests, demos and CPU.", ui=UI("Base model", MODEL, "dropdown"))
-    language: str = option("en", "Language code of the dataset (ISO 639: en, es, amh, ...). A language XTTS does not "
-                           "know gets its own token and vocabulary.", ui=UI("Language", DATA, "dropdown"))
-    num_epochs: int = option(10, "Passes over the training rows.", minimum=1, maximum=10_000,
-                             ui=UI("Epochs", SCHEDULE))
-    batch_size: int | str = option(8, "Clips per training step, or 'auto': the largest that fits the GPU's free memory "
-                                   "(the memory planner's choice, confirmed by one real step), or the free RAM on a "
-                                   "CPU.", minimum=1, maximum=512, special=("auto",),
-                                   ui=UI("Batch size", SCHEDULE, "textbox", info="a number, or auto"))
-    grad_acumm: int = option(2, "Gradient accumulation: steps per optimizer update (effective batch = batch_size x "
-                             "grad_acumm).", minimum=1, maximum=1024, ui=UI("Gradient accumulation", SCHEDULE))
-    train_csv: str = option("", "Training metadata CSV: audio_file|text|speaker_name (also comma/tab separated, or "
-                            "LJSpeech).", ui=UI("Train CSV", DATA))
-    eval_csv: str = option("", "Evaluation CSV; empty holds out 15% of the usable training rows.",
-                           ui=UI("Eval CSV (optional)", DATA))
+    custom_model: str = option(
+        "",
+        "Path of a fine-tuned model.pth to start from; empty starts from the base model.",
+        ui=UI("Custom model.pth (optional)", MODEL, info="start from a fine-tuned model"),
+    )
+    version: str = option(
+        "v2.0.2",
+        "Base model version under models/ (downloaded when missing); 'tiny' builds a small "
+        "random XTTS locally for tests, demos and CPU.",
+        ui=UI("Base model", MODEL, "dropdown"),
+    )
+    language: str = option(
+        "en",
+        "Language code of the dataset (ISO 639: en, es, amh, ...). A language XTTS does not "
+        "know gets its own token and vocabulary.",
+        ui=UI("Language", DATA, "dropdown"),
+    )
+    num_epochs: int = option(10, "Passes over the training rows.", minimum=1, maximum=10_000, ui=UI("Epochs", SCHEDULE))
+    batch_size: int | str = option(
+        8,
+        "Clips per training step, or 'auto': the largest that fits the GPU's free memory "
+        "(the memory planner's choice, confirmed by one real step), or the free RAM on a "
+        "CPU.",
+        minimum=1,
+        maximum=512,
+        special=("auto",),
+        ui=UI("Batch size", SCHEDULE, "textbox", info="a number, or auto"),
+    )
+    grad_acumm: int = option(
+        2,
+        "Gradient accumulation: steps per optimizer update (effective batch = batch_size x grad_acumm).",
+        minimum=1,
+        maximum=1024,
+        ui=UI("Gradient accumulation", SCHEDULE),
+    )
+    train_csv: str = option(
+        "",
+        "Training metadata CSV: audio_file|text|speaker_name (also comma/tab separated, or LJSpeech).",
+        ui=UI("Train CSV", DATA),
+    )
+    eval_csv: str = option(
+        "", "Evaluation CSV; empty holds out 15% of the usable training rows.", ui=UI("Eval CSV (optional)", DATA)
+    )
     output_path: str = option("./output", "Folder where run folders are created.")
     max_audio_length: int = option(
-        MAX_AUDIO_LENGTH, f"Longest clip in samples at {XTTS_SAMPLE_RATE} Hz ({MAX_AUDIO_LENGTH} = "
-        f"{MAX_AUDIO_LENGTH / XTTS_SAMPLE_RATE:.1f} s, what XTTS was trained with).", minimum=XTTS_SAMPLE_RATE,
+        MAX_AUDIO_LENGTH,
+        f"Longest clip in samples at {XTTS_SAMPLE_RATE} Hz ({MAX_AUDIO_LENGTH} = "
+        f"{MAX_AUDIO_LENGTH / XTTS_SAMPLE_RATE:.1f} s, what XTTS was trained with).",
+        minimum=XTTS_SAMPLE_RATE,
         maximum=MAX_AUDIO_LENGTH_CEILING,
-        ui=UI("Longest clip (seconds)", SCHEDULE, "slider", name="max_seconds", scale=XTTS_SAMPLE_RATE, step=0.1))
+        ui=UI("Longest clip (seconds)", SCHEDULE, "slider", name="max_seconds", scale=XTTS_SAMPLE_RATE, step=0.1),
+    )
     enable_grad_checkpoint: bool = option(
-        True, "Gradient checkpointing: recompute GPT activations in backward to save GPU memory.",
-        ui=UI("Gradient checkpointing", SPEED, info="less GPU memory, ~30% more compute"))
-    enable_sdpa: bool = option(True, "Fused scaled-dot-product attention in the GPT (eager attention when off).",
-                               ui=UI("SDPA attention", SPEED, info="fused attention kernels"))
+        True,
+        "Gradient checkpointing: recompute GPT activations in backward to save GPU memory.",
+        ui=UI("Gradient checkpointing", SPEED, info="less GPU memory, ~30% more compute"),
+    )
+    enable_sdpa: bool = option(
+        True,
+        "Fused scaled-dot-product attention in the GPT (eager attention when off).",
+        ui=UI("SDPA attention", SPEED, info="fused attention kernels"),
+    )
     enable_mixed_precision: bool = option(
-        True, "Mixed precision: BF16 on Ampere and newer, FP16 with a GradScaler on Volta/Turing, FP32 otherwise.",
-        ui=UI("Mixed precision", SPEED, info="BF16 on Ampere+, FP16 on Volta/Turing"))
+        True,
+        "Mixed precision: BF16 on Ampere and newer, FP16 with a GradScaler on Volta/Turing, FP32 otherwise.",
+        ui=UI("Mixed precision", SPEED, info="BF16 on Ampere+, FP16 on Volta/Turing"),
+    )
     use_amharic_g2p: bool = option(
-        False, "Amharic: convert text to IPA phonemes (rule-based G2P) in training and, automatically, inference.",
-        ui=UI("Amharic G2P", DATA, info="language amh: train (and speak) on IPA phonemes"))
+        False,
+        "Amharic: convert text to IPA phonemes (rule-based G2P) in training and, automatically, inference.",
+        ui=UI("Amharic G2P", DATA, info="language amh: train (and speak) on IPA phonemes"),
+    )
     # Keyword-only extras.
-    learning_rate: float = option(5e-6, "AdamW learning rate (XTTS fine-tuning uses ~5e-6). With N devices an "
-                                  "optimizer step averages N times the clips and an epoch has N times fewer steps: "
-                                  "keep the rate (and add epochs), or scale it by about sqrt(N) for about the same "
-                                  "progress per epoch (AdamW's square-root rule; the linear rule, x N, comes from SGD "
-                                  "and is usually too strong for fine-tuning).",
-                                  minimum=0.0, maximum=1e-2, ui=UI("Learning rate", SCHEDULE))
+    learning_rate: float = option(
+        5e-6,
+        "AdamW learning rate (XTTS fine-tuning uses ~5e-6). With N devices an "
+        "optimizer step averages N times the clips and an epoch has N times fewer steps: "
+        "keep the rate (and add epochs), or scale it by about sqrt(N) for about the same "
+        "progress per epoch (AdamW's square-root rule; the linear rule, x N, comes from SGD "
+        "and is usually too strong for fine-tuning).",
+        minimum=0.0,
+        maximum=1e-2,
+        ui=UI("Learning rate", SCHEDULE),
+    )
     lr_milestones: tuple[float, ...] = option(
-        (0.5, 0.75), "Fractions of the run's optimizer steps at which the learning rate halves.", minimum=0.0,
-        maximum=1.0)
-    grad_clip: float = option(1.0, "Gradient norm clipping threshold (0 turns it off).", minimum=0.0, maximum=1000.0,
-                              ui=UI("Gradient clipping", ADVANCED))
-    weight_decay: float = option(1e-2, "AdamW weight decay (weights only, not norms/biases).", minimum=0.0,
-                                 maximum=1.0, ui=UI("Weight decay", ADVANCED))
-    save_step: int = option(1000, "Save a checkpoint every this many steps.", minimum=1, maximum=10_000_000,
-                            ui=UI("Checkpoint every N steps", ADVANCED))
-    save_n_checkpoints: int = option(2, "Periodic checkpoints kept (the best model is kept apart).", minimum=1,
-                                     maximum=100, ui=UI("Checkpoints kept", ADVANCED))
-    precision: str = option("auto", "auto | bf16 | fp16 | fp32. auto picks by GPU; a request the GPU cannot honour "
-                            "falls back, with a reason.", choices=PRECISIONS, ui=UI("Precision", SPEED, "radio"))
+        (0.5, 0.75),
+        "Fractions of the run's optimizer steps at which the learning rate halves.",
+        minimum=0.0,
+        maximum=1.0,
+    )
+    grad_clip: float = option(
+        1.0,
+        "Gradient norm clipping threshold (0 turns it off).",
+        minimum=0.0,
+        maximum=1000.0,
+        ui=UI("Gradient clipping", ADVANCED),
+    )
+    weight_decay: float = option(
+        1e-2,
+        "AdamW weight decay (weights only, not norms/biases).",
+        minimum=0.0,
+        maximum=1.0,
+        ui=UI("Weight decay", ADVANCED),
+    )
+    save_step: int = option(
+        1000,
+        "Save a checkpoint every this many steps.",
+        minimum=1,
+        maximum=10_000_000,
+        ui=UI("Checkpoint every N steps", ADVANCED),
+    )
+    save_n_checkpoints: int = option(
+        2,
+        "Periodic checkpoints kept (the best model is kept apart).",
+        minimum=1,
+        maximum=100,
+        ui=UI("Checkpoints kept", ADVANCED),
+    )
+    precision: str = option(
+        "auto",
+        "auto | bf16 | fp16 | fp32. auto picks by GPU; a request the GPU cannot honour falls back, with a reason.",
+        choices=PRECISIONS,
+        ui=UI("Precision", SPEED, "radio"),
+    )
     enable_tf32: bool = option(
-        True, "TF32 matmuls and cuDNN autotuning on Ampere and newer GPUs: faster FP32 math, slightly less exact.",
-        ui=UI("TF32 / cuDNN autotune", SPEED, info="Ampere+ only; off = exact FP32"))
-    optimizer: str = option("adamw", "adamw (fused on CUDA) | adamw_8bit (bitsandbytes, CUDA only: a quarter of the "
-                            "optimizer memory; falls back to adamw with a reason).", choices=OPTIMIZERS,
-                            ui=UI("Optimizer", SPEED, "radio"))
-    resume_from: str = option("", "A run folder (or a checkpoint in it) to continue: step, optimizer and scheduler "
-                              "are restored.", ui=UI("Resume run", ADVANCED, "dropdown",
-                                                     info="continue a stopped run: its own settings are restored"))
-    num_workers: int = option(-1, "Data loader worker processes; -1 picks 0 on CPU and up to 4 with a GPU.",
-                              minimum=-1, maximum=64)
-    seed: int = option(1, "Seed for shuffling, the eval split and the trainer.", minimum=0, maximum=2**31 - 1,
-                       ui=UI("Seed", ADVANCED))
-    run_name: str = option("", "Name prefix of the run folder (letters, digits, '-', '_', '.'); empty uses language "
-                           "and version.", ui=UI("Run name", ADVANCED))
+        True,
+        "TF32 matmuls and cuDNN autotuning on Ampere and newer GPUs: faster FP32 math, slightly less exact.",
+        ui=UI("TF32 / cuDNN autotune", SPEED, info="Ampere+ only; off = exact FP32"),
+    )
+    optimizer: str = option(
+        "adamw",
+        "adamw (fused on CUDA) | adamw_8bit (bitsandbytes, CUDA only: a quarter of the "
+        "optimizer memory; falls back to adamw with a reason).",
+        choices=OPTIMIZERS,
+        ui=UI("Optimizer", SPEED, "radio"),
+    )
+    resume_from: str = option(
+        "",
+        "A run folder (or a checkpoint in it) to continue: step, optimizer and scheduler are restored.",
+        ui=UI("Resume run", ADVANCED, "dropdown", info="continue a stopped run: its own settings are restored"),
+    )
+    num_workers: int = option(
+        -1, "Data loader worker processes; -1 picks 0 on CPU and up to 4 with a GPU.", minimum=-1, maximum=64
+    )
+    seed: int = option(
+        1, "Seed for shuffling, the eval split and the trainer.", minimum=0, maximum=2**31 - 1, ui=UI("Seed", ADVANCED)
+    )
+    run_name: str = option(
+        "",
+        "Name prefix of the run folder (letters, digits, '-', '_', '.'); empty uses language and version.",
+        ui=UI("Run name", ADVANCED),
+    )
     models_dir: str = option("", "Folder of base models; empty uses ./models (or $XTTS_MODELS_DIR).")
-    min_usable_rows: int = option(2, "Refuse a dataset with fewer usable rows than this.", minimum=2,
-                                  maximum=10_000_000)
-    vocab_new_tokens: int = option(2000, "New language only: BPE tokens to learn from the dataset's text (capped by "
-                                   "what the text supports).", minimum=0, maximum=50_000)
+    min_usable_rows: int = option(
+        2, "Refuse a dataset with fewer usable rows than this.", minimum=2, maximum=10_000_000
+    )
+    vocab_new_tokens: int = option(
+        2000,
+        "New language only: BPE tokens to learn from the dataset's text (capped by what the text supports).",
+        minimum=0,
+        maximum=50_000,
+    )
     print_step: int = option(10, "Print the trainer's progress every this many steps.", minimum=1, maximum=1_000_000)
     # Measured quality (utils.training.quality_eval, utils.training.best_checkpoint).
     quality_eval: int = option(
-        3, "Held-out eval sentences spoken with the current weights and scored at each evaluation (0 = off): CER/WER "
+        3,
+        "Held-out eval sentences spoken with the current weights and scored at each evaluation (0 = off): CER/WER "
         "of a Whisper transcript, speaker similarity (Resemblyzer), duration against the real clip. Clips go to "
-        "run_dir/evals/step_<N>/, scores to metrics.jsonl.", minimum=0, maximum=50,
-        ui=UI("Sentences scored per evaluation", QUALITY, info="0 turns measured quality off"))
+        "run_dir/evals/step_<N>/, scores to metrics.jsonl.",
+        minimum=0,
+        maximum=50,
+        ui=UI("Sentences scored per evaluation", QUALITY, info="0 turns measured quality off"),
+    )
     best_by: str = option(
-        "eval_loss", "Which checkpoint ready/ holds: lowest eval_loss, lowest cer, highest similarity, or highest "
+        "eval_loss",
+        "Which checkpoint ready/ holds: lowest eval_loss, lowest cer, highest similarity, or highest "
         "combined = 0.5 x (1 - min(CER, 1)) + 0.5 x similarity. cer, similarity and combined need quality_eval >= 1.",
-        choices=BEST_RULES, ui=UI("Best checkpoint by", QUALITY, "radio",
-                                  info="combined = 0.5·(1 − min(CER, 1)) + 0.5·similarity"))
+        choices=BEST_RULES,
+        ui=UI("Best checkpoint by", QUALITY, "radio", info="combined = 0.5·(1 − min(CER, 1)) + 0.5·similarity"),
+    )
     early_stop_patience: int = option(
-        0, "Stop when the best_by value has not improved for this many evaluations (0 = never stop early); "
-        "evaluations without a value (e.g. no Whisper model) are not counted.", minimum=0, maximum=10_000,
-        ui=UI("Early stopping patience (evaluations)", QUALITY, info="0 = off"))
+        0,
+        "Stop when the best_by value has not improved for this many evaluations (0 = never stop early); "
+        "evaluations without a value (e.g. no Whisper model) are not counted.",
+        minimum=0,
+        maximum=10_000,
+        ui=UI("Early stopping patience (evaluations)", QUALITY, info="0 = off"),
+    )
     whisper_model: str = option(
-        "small", "Whisper model for the CER/WER: a faster-whisper size (tiny, base, small, large-v3...) looked up in "
+        "small",
+        "Whisper model for the CER/WER: a faster-whisper size (tiny, base, small, large-v3...) looked up in "
         "models/whisper/<name>/ or downloaded, or a CTranslate2 model folder. Without it the CER is empty, with "
-        "the reason, and training goes on.", ui=UI("Whisper model for scoring", QUALITY))
+        "the reason, and training goes on.",
+        ui=UI("Whisper model for scoring", QUALITY),
+    )
     quality_max_audio_tokens: int = option(
-        0, "Longest scored clip in GPT audio tokens (~21.5 per second); 0 allows 1.5 times the real clip's length.",
-        minimum=0, maximum=10_000)
+        0,
+        "Longest scored clip in GPT audio tokens (~21.5 per second); 0 allows 1.5 times the real clip's length.",
+        minimum=0,
+        maximum=10_000,
+    )
     devices: str = option(
-        "", "Train on several devices, one process each (PyTorch DDP started by torchrun): GPU numbers such as '0,1', "
+        "",
+        "Train on several devices, one process each (PyTorch DDP started by torchrun): GPU numbers such as '0,1', "
         "or 'cpu,cpu' to try it without a GPU; one GPU number trains on that GPU alone. Each process takes batch_size "
         "clips per step: the effective batch is batch_size x grad_acumm x devices (see learning_rate for scaling the "
         "rate). Empty: one process on the default device.",
-        ui=UI("GPUs (one training process each)", SPEED, "gpus", info="effective batch x number of GPUs"))
+        ui=UI("GPUs (one training process each)", SPEED, "gpus", info="effective batch x number of GPUs"),
+    )
 
     def __post_init__(self) -> None:
         for spec in fields(self):
-            object.__setattr__(self, spec.name, _checked(spec.name, getattr(self, spec.name), spec.default,
-                                                         spec.metadata["option"]))  # fmt: skip
+            object.__setattr__(
+                self, spec.name, _checked(spec.name, getattr(self, spec.name), spec.default, spec.metadata["option"])
+            )
         self._check_together()
 
     def _check_together(self) -> None:
@@ -178,18 +284,24 @@ class TrainArguments:
         TextFrontEnd(self.language, self.use_amharic_g2p)  # G2P needs Amharic
         object.__setattr__(self, "devices", ",".join(parse_devices(self.devices)))  # "cuda:0, cuda:1" -> "0,1"
         if self.custom_model and not Path(self.custom_model).expanduser().is_file():
-            raise ValueError(f"custom_model not found: {self.custom_model}. Give the path of a model.pth, or '' "
-                             "to start from the base model.")  # fmt: skip
+            raise ValueError(
+                f"custom_model not found: {self.custom_model}. Give the path of a model.pth, or '' "
+                "to start from the base model."
+            )
         if self.resume_from and not Path(self.resume_from).expanduser().exists():
             raise ValueError(f"resume_from not found: {self.resume_from}. Give a run folder from {self.output_path}.")
         if self.best_by != "eval_loss" and self.quality_eval == 0:
-            raise ValueError(f"best_by={self.best_by!r} is measured on generated speech: set quality_eval to 1 or more "
-                             "sentences, or use best_by='eval_loss'.")  # fmt: skip
+            raise ValueError(
+                f"best_by={self.best_by!r} is measured on generated speech: set quality_eval to 1 or more "
+                "sentences, or use best_by='eval_loss'."
+            )
         if self.batch_size == "auto" and len(parse_devices(self.devices)) > 1 if self.devices else False:
             raise ValueError("batch_size='auto' plans one device's memory: give a number with several devices.")
         if self.run_name and (not RUN_NAME_PATTERN.fullmatch(self.run_name) or ".." in self.run_name):
-            raise ValueError(f"run_name {self.run_name[:100]!r} is not a name: use up to 80 letters, digits, '-', '_' "
-                             "and '.', starting with a letter or digit (it names a folder, not a path).")  # fmt: skip
+            raise ValueError(
+                f"run_name {self.run_name[:100]!r} is not a name: use up to 80 letters, digits, '-', '_' "
+                "and '.', starting with a letter or digit (it names a folder, not a path)."
+            )
 
     @classmethod
     def positional_names(cls) -> list[str]:
@@ -273,8 +385,11 @@ def _bounded(name: str, value: Any, spec: Option) -> Any:
     shown = f"{value:.3g}" if isinstance(value, float) else str(value)[:30]
     kind = "a whole number" if isinstance(value, int) else "a number"
     if low is not None and value < low:
-        raise ValueError(f"{name} must be {kind} of at least {low:g}; got {shown}." if kind != "a number"
-                         else f"{name} must be a number >= {low:g}; got {shown}.")  # fmt: skip
+        raise ValueError(
+            f"{name} must be {kind} of at least {low:g}; got {shown}."
+            if kind != "a number"
+            else f"{name} must be a number >= {low:g}; got {shown}."
+        )
     if high is not None and value > high:
         raise ValueError(f"{name} must be at most {high:g}; got {shown}.")
     return value

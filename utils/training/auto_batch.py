@@ -36,11 +36,15 @@ def plan_batch_size(args: TrainArguments, train_rows: int) -> tuple[int, str]:
     batch = largest_batch_that_fits(int(free), device=device, **keywords)
     if batch == 0:
         needed = estimate_gpt_memory(device=device, batch_size=1, **keywords)
-        raise ValueError(f"batch_size='auto': not even a batch of 1 fits in {free / GIB:.2f} GiB of {where} (it needs "
-                         f"{needed.required_bytes / GIB:.2f} GiB). Turn on the memory savings, or free memory.")  # fmt: skip
+        raise ValueError(
+            f"batch_size='auto': not even a batch of 1 fits in {free / GIB:.2f} GiB of {where} (it needs "
+            f"{needed.required_bytes / GIB:.2f} GiB). Turn on the memory savings, or free memory."
+        )
     chosen = min(batch, max(1, train_rows))
-    return chosen, (f"batch_size auto = {chosen}: the planner fits {batch} in {free / GIB:.2f} GiB of {where}"
-                    + (f", capped at the {train_rows} training rows" if chosen < batch else ""))  # fmt: skip
+    return chosen, (
+        f"batch_size auto = {chosen}: the planner fits {batch} in {free / GIB:.2f} GiB of {where}"
+        + (f", capped at the {train_rows} training rows" if chosen < batch else "")
+    )
 
 
 def probe_batch_size(trainer: Any, planned: int) -> int:
@@ -52,8 +56,13 @@ def probe_batch_size(trainer: Any, planned: int) -> int:
     def try_step(batch: int) -> None:
         _zero_lr_step(trainer, batch)
 
-    return confirm_batch_size(planned, try_step, on_retry=lambda failed, smaller: log.warning(
-        "batch_size auto: %d ran out of GPU memory in the probe step; trying %d.", failed, smaller))  # fmt: skip
+    return confirm_batch_size(
+        planned,
+        try_step,
+        on_retry=lambda failed, smaller: log.warning(
+            "batch_size auto: %d ran out of GPU memory in the probe step; trying %d.", failed, smaller
+        ),
+    )
 
 
 def _zero_lr_step(trainer: Any, batch_size: int) -> None:

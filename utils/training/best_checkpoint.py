@@ -40,8 +40,14 @@ def _shown(value: float | None) -> str:
 class CheckpointChoice:
     """The run's best-checkpoint rule and early stopping (see the module docstring)."""
 
-    def __init__(self, rule: str | BestRule, patience: int, run_dir: Path, metrics: Any,
-                 evaluator: QualityEvaluator | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        rule: str | BestRule,
+        patience: int,
+        run_dir: Path,
+        metrics: Any,
+        evaluator: QualityEvaluator | None = None,
+    ) -> None:
         self.rule = BestRule.parse(rule)
         self.run_dir = Path(run_dir)
         self.metrics = metrics
@@ -55,8 +61,11 @@ class CheckpointChoice:
         """A resumed run continues from its recorded best (and early-stopping count) under the same rule."""
         record = read_run(self.run_dir)
         best = record.get("best")
-        if not (isinstance(best, dict) and best.get("rule") == self.rule.value
-                and (self.run_dir / BEST_MODEL_FILE).is_file()):  # fmt: skip
+        if not (
+            isinstance(best, dict)
+            and best.get("rule") == self.rule.value
+            and (self.run_dir / BEST_MODEL_FILE).is_file()
+        ):
             return
         self.best = best
         stopping = record.get("early_stopping") or {}
@@ -75,8 +84,11 @@ class CheckpointChoice:
                 return True, rule.value, f"first evaluation with a {rule.value}: {_shown(value)}"
             if is_better(rule, value, best["value"]):
                 side = "higher" if rule.higher_is_better else "lower"
-                return True, rule.value, (f"{rule.value} {_shown(value)} is {side} than {_shown(best['value'])} "
-                                          f"(step {best['step']})")  # fmt: skip
+                return (
+                    True,
+                    rule.value,
+                    (f"{rule.value} {_shown(value)} is {side} than {_shown(best['value'])} (step {best['step']})"),
+                )
             return False, rule.value, ""
         if best is not None and not provisional:
             return False, rule.value, ""
@@ -86,14 +98,19 @@ class CheckpointChoice:
         previous = None if best is None else best["metrics"].get("eval_loss")
         if not is_better(BestRule.EVAL_LOSS, loss, previous):
             return False, BestRule.EVAL_LOSS.value, ""
-        return True, BestRule.EVAL_LOSS.value, (f"no {missing}; provisional best by eval loss {_shown(loss)} until "
-                                                f"an evaluation has a {rule.value}")  # fmt: skip
+        return (
+            True,
+            BestRule.EVAL_LOSS.value,
+            (f"no {missing}; provisional best by eval loss {_shown(loss)} until an evaluation has a {rule.value}"),
+        )
 
     # --- what the trainer calls ---------------------------------------------------------------------
     def __call__(self, trainer: Any) -> None:
         step = trainer.total_steps_done
-        losses = {"train_loss": trainer._pick_target_avg_loss(trainer.keep_avg_train) or float("inf"),
-                  "eval_loss": trainer._pick_target_avg_loss(trainer.keep_avg_eval)}  # fmt: skip
+        losses = {
+            "train_loss": trainer._pick_target_avg_loss(trainer.keep_avg_train) or float("inf"),
+            "eval_loss": trainer._pick_target_avg_loss(trainer.keep_avg_eval),
+        }
         values: dict[str, float | None] = {"eval_loss": losses["eval_loss"]}
         if values["eval_loss"] is None and losses["train_loss"] != float("inf"):
             values["eval_loss"] = losses["train_loss"]  # no eval pass: the train loss stands in, as coqui does
@@ -104,22 +121,37 @@ class CheckpointChoice:
         better, by, why = self.decide(step, values, quality["reasons"] if quality else [])
         if better and trainer.checkpoints.save_best(trainer, step, losses) is not None:
             trainer.best_loss = losses
-            self.best = {"rule": self.rule.value, "step": step, "value": self.rule.value_of(values)
-                         if by == self.rule.value else None, "by": by, "why": why, "metrics": values,
-                         "checkpoint": str(self.run_dir / BEST_MODEL_FILE)}  # fmt: skip
+            self.best = {
+                "rule": self.rule.value,
+                "step": step,
+                "value": self.rule.value_of(values) if by == self.rule.value else None,
+                "by": by,
+                "why": why,
+                "metrics": values,
+                "checkpoint": str(self.run_dir / BEST_MODEL_FILE),
+            }
         else:
             better = False
         stop = self._count(values)
         fields = {"best": self.best}
         if self.stopper is not None:
             stopper = self.stopper
-            fields["early_stopping"] = {"rule": self.rule.value, "patience": stopper.patience,
-                                        "evals_without_improvement": stopper.evals_without_improvement}  # fmt: skip
+            fields["early_stopping"] = {
+                "rule": self.rule.value,
+                "patience": stopper.patience,
+                "evals_without_improvement": stopper.evals_without_improvement,
+            }
         update_run(self.run_dir, **fields)
         if quality is not None:
-            self.metrics.quality(step=step, epoch=trainer.epochs_done + 1, rule=self.rule.value,
-                                 eval_loss=values["eval_loss"], **quality,
-                                 is_best=better, best_step=self.best["step"] if self.best else None)  # fmt: skip
+            self.metrics.quality(
+                step=step,
+                epoch=trainer.epochs_done + 1,
+                rule=self.rule.value,
+                eval_loss=values["eval_loss"],
+                **quality,
+                is_best=better,
+                best_step=self.best["step"] if self.best else None,
+            )
         if stop:
             self._stop(step)
 
@@ -135,17 +167,28 @@ class CheckpointChoice:
     def _stop(self, step: int) -> None:
         patience = self.stopper.patience
         best = self.best or {}
-        self.stop_message = (f"Stopped early at step {step}: the {self.rule.value} did not improve for {patience} "
-                             f"evaluation(s) (best {_shown(best.get('value'))} at step "
-                             f"{best.get('step')}).")  # fmt: skip
-        update_run(self.run_dir, early_stop={"step": step, "rule": self.rule.value, "patience": patience,
-                                             "best_step": best.get("step"), "message": self.stop_message})  # fmt: skip
+        self.stop_message = (
+            f"Stopped early at step {step}: the {self.rule.value} did not improve for {patience} "
+            f"evaluation(s) (best {_shown(best.get('value'))} at step "
+            f"{best.get('step')})."
+        )
+        update_run(
+            self.run_dir,
+            early_stop={
+                "step": step,
+                "rule": self.rule.value,
+                "patience": patience,
+                "best_step": best.get("step"),
+                "message": self.stop_message,
+            },
+        )
         log.info(self.stop_message)
         raise EarlyStop(self.stop_message)
 
 
-def checkpoint_choice(args: Any, report: Any, frontend: Any, run_dir: Path, metrics: Any,
-                      reference_wav: Path) -> CheckpointChoice:  # fmt: skip
+def checkpoint_choice(
+    args: Any, report: Any, frontend: Any, run_dir: Path, metrics: Any, reference_wav: Path
+) -> CheckpointChoice:
     """The run's CheckpointChoice from its TrainArguments (quality_eval, best_by, early_stop_patience,
     whisper_model, quality_max_audio_tokens); the sentences it speaks are recorded in run.json `quality`."""
     from utils.training.quality_eval import pick_eval_sentences
@@ -153,9 +196,22 @@ def checkpoint_choice(args: Any, report: Any, frontend: Any, run_dir: Path, metr
     sentences = pick_eval_sentences(report, frontend, args.quality_eval, args.seed)
     evaluator = None
     if sentences:
-        evaluator = QualityEvaluator(sentences, run_dir, reference_wav, frontend.language, seed=args.seed,
-                                     whisper_model=args.whisper_model, max_audio_tokens=args.quality_max_audio_tokens)
-        update_run(run_dir, quality={"sentences": [s.text for s in sentences],
-                                          "real_clips": [s.real_clip for s in sentences],
-                                          "whisper_model": args.whisper_model, "seed": args.seed})  # fmt: skip
+        evaluator = QualityEvaluator(
+            sentences,
+            run_dir,
+            reference_wav,
+            frontend.language,
+            seed=args.seed,
+            whisper_model=args.whisper_model,
+            max_audio_tokens=args.quality_max_audio_tokens,
+        )
+        update_run(
+            run_dir,
+            quality={
+                "sentences": [s.text for s in sentences],
+                "real_clips": [s.real_clip for s in sentences],
+                "whisper_model": args.whisper_model,
+                "seed": args.seed,
+            },
+        )
     return CheckpointChoice(args.best_by, args.early_stop_patience, run_dir, metrics, evaluator)

@@ -59,8 +59,11 @@ def newest_checkpoint(run_dir: Path) -> Path | None:
 
 def non_finite_tensors(state: dict[str, Any]) -> list[str]:
     """Names of floating-point tensors holding NaN or inf."""
-    return [name for name, value in state.items()
-            if torch.is_tensor(value) and value.is_floating_point() and not torch.isfinite(value).all()]  # fmt: skip
+    return [
+        name
+        for name, value in state.items()
+        if torch.is_tensor(value) and value.is_floating_point() and not torch.isfinite(value).all()
+    ]
 
 
 def _objects_state(objects: Any) -> Any:
@@ -96,22 +99,32 @@ class CheckpointWriter:
                 raise
             newest = newest_checkpoint(self.run_dir)
             kept = f"the last good checkpoint is kept: {newest}" if newest else "no earlier checkpoint exists"
-            raise DiskFull(f"The disk is full: {path.name} could not be written to {path.parent}. Free some space "
-                           f"and resume the run; {kept}.") from exc  # fmt: skip
+            raise DiskFull(
+                f"The disk is full: {path.name} could not be written to {path.parent}. Free some space "
+                f"and resume the run; {kept}."
+            ) from exc
 
     def _base_record(self, trainer: Any, steps_done: int) -> dict[str, Any]:
         # coqui's restore adds 1 to "step" (the index of the last completed step).
-        return {"config": trainer.config.to_dict(), "step": steps_done - 1, "epoch": trainer.epochs_done,
-                "date": datetime.date.today().isoformat()}  # fmt: skip
+        return {
+            "config": trainer.config.to_dict(),
+            "step": steps_done - 1,
+            "epoch": trainer.epochs_done,
+            "date": datetime.date.today().isoformat(),
+        }
 
     def save(self, trainer: Any, steps_done: int) -> Path | None:
         """A full checkpoint after `steps_done` steps; None when the weights are not finite."""
         model = self._model_state(trainer)
         if model is None:
             return None
-        state = {**self._base_record(trainer, steps_done), "model": model,
-                 "optimizer": _objects_state(trainer.optimizer), "scheduler": _objects_state(trainer.scheduler),
-                 "scaler": trainer.scaler.state_dict() if getattr(trainer, "use_amp_scaler", False) else None}  # fmt: skip
+        state = {
+            **self._base_record(trainer, steps_done),
+            "model": model,
+            "optimizer": _objects_state(trainer.optimizer),
+            "scheduler": _objects_state(trainer.scheduler),
+            "scaler": trainer.scaler.state_dict() if getattr(trainer, "use_amp_scaler", False) else None,
+        }
         path = self._write(state, checkpoint_path(self.run_dir, steps_done))
         for _, old in checkpoints(self.run_dir)[: -self.keep]:
             if old != path:

@@ -39,8 +39,9 @@ def join_training(trainer: Any, ranks: list[dict[str, Any]]) -> None:
     model = trainer.model
     gpt = model.xtts.gpt
     device = next(gpt.parameters()).device
-    ddp = DistributedDataParallel(gpt, device_ids=[device.index] if device.type == "cuda" else None,
-                                  broadcast_buffers=False)  # fmt: skip
+    ddp = DistributedDataParallel(
+        gpt, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
+    )
     step = DataParallelStep(model, ddp)
     # An instance attribute: the model's own forward, state_dict keys and checkpoints stay as they are.
     model.forward = step.forward
@@ -84,15 +85,25 @@ class DataParallelStep:
     def forward(self, text_inputs, text_lengths, audio_codes, wav_lengths, cond_mels, cond_idxs, cond_lens):
         """GPTTrainer.forward, through DDP while gradients are computed (evaluation has nothing to average)."""
         if not torch.is_grad_enabled():
-            return self.plain_forward(text_inputs, text_lengths, audio_codes, wav_lengths, cond_mels, cond_idxs,
-                                      cond_lens)  # fmt: skip
+            return self.plain_forward(
+                text_inputs, text_lengths, audio_codes, wav_lengths, cond_mels, cond_idxs, cond_lens
+            )
         # Set for the whole step (forward and backward), as ddp.no_sync() does on the steps that only accumulate.
         self.ddp.require_backward_grad_sync = self.sync_gradients
-        loss_text, loss_mel, latent = self.ddp(text_inputs, text_lengths, audio_codes, wav_lengths, cond_mels=cond_mels,
-                                               cond_idxs=cond_idxs, cond_lens=cond_lens)  # fmt: skip
+        loss_text, loss_mel, latent = self.ddp(
+            text_inputs,
+            text_lengths,
+            audio_codes,
+            wav_lengths,
+            cond_mels=cond_mels,
+            cond_idxs=cond_idxs,
+            cond_lens=cond_lens,
+        )
         weights = self.model.args
-        self.losses = (loss_text.detach() * weights.gpt_loss_text_ce_weight,
-                       loss_mel.detach() * weights.gpt_loss_mel_ce_weight)  # fmt: skip
+        self.losses = (
+            loss_text.detach() * weights.gpt_loss_text_ce_weight,
+            loss_mel.detach() * weights.gpt_loss_mel_ce_weight,
+        )
         return loss_text, loss_mel, latent
 
 
@@ -122,9 +133,10 @@ class StepSync:
         values = reduced.cpu() if on_gpu else reduced
         self.stop = bool(values[0] > 0)
         rows = values[1:].view(world, len(fields)).tolist()
-        self.ranks = [{"rank": r, "device": self.devices[r],
-                       **{f: _value(f, v) for f, v in zip(fields, row, strict=True)}}
-                      for r, row in enumerate(rows)]  # fmt: skip
+        self.ranks = [
+            {"rank": r, "device": self.devices[r], **{f: _value(f, v) for f, v in zip(fields, row, strict=True)}}
+            for r, row in enumerate(rows)
+        ]
         if me != 0 and torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.reset_peak_memory_stats()  # peaks per step, as rank 0's metrics logger keeps them
 

@@ -58,21 +58,25 @@ class FineTuneXTTSDataset(XTTSDataset):
         if not text.strip() or wav.shape[-1] < 0.5 * self.sample_rate:
             raise ValueError("empty text, or a clip shorter than 0.5 s")
         if self.use_masking_gt_prompt_approach:
-            cond, _, cond_idxs = prompt_slice(wav, self.max_conditioning_length, self.min_conditioning_length,
-                                              self.is_eval)  # fmt: skip
+            cond, _, cond_idxs = prompt_slice(
+                wav, self.max_conditioning_length, self.min_conditioning_length, self.is_eval
+            )
             return tokens, path, wav, cond, torch.nan, cond_idxs
         # Conditioning on another clip (a reference_path): coqui reads that one itself.
         reference = sample.get("reference_path") or path
-        cond, cond_len, _ = get_prompt_slice(reference, self.max_conditioning_length, self.min_conditioning_length,
-                                             self.sample_rate, self.is_eval)  # fmt: skip
+        cond, cond_len, _ = get_prompt_slice(
+            reference, self.max_conditioning_length, self.min_conditioning_length, self.sample_rate, self.is_eval
+        )
         return tokens, path, wav, cond, cond_len, torch.nan
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         if len(self.failed_samples) >= self.clip_count:
             kind = "evaluation" if self.is_eval else "training"
-            raise NoLoadableClips(f"None of the {self.clip_count} {kind} clips can be loaded any more (moved, "
-                                  f"deleted or unreadable since the dataset was checked). Last: "
-                                  f"{'; '.join(self._new_failures[-3:]) or 'see the log'}")  # fmt: skip
+            raise NoLoadableClips(
+                f"None of the {self.clip_count} {kind} clips can be loaded any more (moved, "
+                f"deleted or unreadable since the dataset was checked). Last: "
+                f"{'; '.join(self._new_failures[-3:]) or 'see the log'}"
+            )
         item = super().__getitem__(index)  # coqui retries another clip through self[...] on a failure
         item[FAILURES_KEY] = item.get(FAILURES_KEY, []) + self._new_failures
         self._new_failures = []

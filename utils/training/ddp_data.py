@@ -40,19 +40,22 @@ class _RowByIndex(XTTSDataset):
                 continue
             try:
                 tokens, path, wav, cond, cond_len, cond_idxs = self.load_item(self.rows[position])
-            except Exception:  # load_item recorded why; the next row is tried
+            except Exception:  # noqa: BLE001 - load_item recorded why; the next row is tried
                 self.failed_samples.add(key)
                 continue
             if wav is None or wav.shape[-1] > self.max_wav_len or tokens.shape[0] > self.max_text_len:
                 self.failed_samples.add(key)
                 continue
             return _item(tokens, path, wav, cond, cond_len, cond_idxs)
-        raise NoLoadableClips(f"None of the {len(self.rows)} training clips can be loaded any more (moved, deleted "
-                              "or unreadable since the dataset was checked).")  # fmt: skip
+        raise NoLoadableClips(
+            f"None of the {len(self.rows)} training clips can be loaded any more (moved, deleted "
+            "or unreadable since the dataset was checked)."
+        )
 
 
-def _item(tokens: torch.Tensor, path: str, wav: torch.Tensor, cond: torch.Tensor, cond_len: Any,
-          cond_idxs: Any) -> dict[str, Any]:  # fmt: skip
+def _item(
+    tokens: torch.Tensor, path: str, wav: torch.Tensor, cond: torch.Tensor, cond_len: Any, cond_idxs: Any
+) -> dict[str, Any]:
     """The item coqui's XTTSDataset builds, field for field."""
     return {
         "text": tokens,
@@ -61,8 +64,9 @@ def _item(tokens: torch.Tensor, path: str, wav: torch.Tensor, cond: torch.Tensor
         "wav_lengths": torch.tensor(wav.shape[-1], dtype=torch.long),
         "filenames": path,
         "conditioning": cond.unsqueeze(1),
-        "cond_lens": (torch.tensor(cond_len, dtype=torch.long) if cond_len is not torch.nan
-                      else torch.tensor([cond_len])),  # fmt: skip
+        "cond_lens": (
+            torch.tensor(cond_len, dtype=torch.long) if cond_len is not torch.nan else torch.tensor([cond_len])
+        ),
         "cond_idxs": torch.tensor(cond_idxs) if cond_idxs is not torch.nan else torch.tensor([cond_idxs]),
     }
 
@@ -91,7 +95,13 @@ def sharded_train_loader(model: Any, config: Any, samples: list[dict[str, Any]])
     dataset = ShardedXTTSDataset(model.config, samples, model.xtts.tokenizer, config.audio.sample_rate, False)
     workers = config.num_loader_workers
     return DataLoader(
-        dataset, sampler=ShardSampler(dataset, config.batch_size, config.training_seed), shuffle=False,
-        drop_last=False, collate_fn=dataset.collate_fn, batch_size=config.batch_size, num_workers=workers,
-        pin_memory=torch.cuda.is_available(), persistent_workers=workers > 0,
-    )  # fmt: skip
+        dataset,
+        sampler=ShardSampler(dataset, config.batch_size, config.training_seed),
+        shuffle=False,
+        drop_last=False,
+        collate_fn=dataset.collate_fn,
+        batch_size=config.batch_size,
+        num_workers=workers,
+        pin_memory=torch.cuda.is_available(),
+        persistent_workers=workers > 0,
+    )

@@ -30,8 +30,14 @@ FAILURE_FILE = "failure.json"
 REFUSED_FILE = "refused.json"  # a rank's ValueError: the arguments or the dataset were refused
 _REFUSED_EXIT = 2
 INIT_TIMEOUT_MINUTES = 30  # a rank > 0 waits in a collective while rank 0 loads the model and builds the vocab
-_PEER_LOST = ("DistBackendError", "Connection closed by peer", "Connection reset by peer", "Broken pipe", "NCCL",
-              "gloo")  # fmt: skip
+_PEER_LOST = (
+    "DistBackendError",
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Broken pipe",
+    "NCCL",
+    "gloo",
+)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -103,8 +109,10 @@ def agent_main(control: Path, nprocs: int) -> int:
         else:
             error_type, _, error = _message(failure).partition(": ")
             error = f"failed: {error_type}: {error or '(no message)'}"
-        write_json_atomic(control / FAILURE_FILE, {"rank": rank, "exitcode": failure.exitcode, "error": error,
-                                                   "error_type": error_type})  # fmt: skip
+        write_json_atomic(
+            control / FAILURE_FILE,
+            {"rank": rank, "exitcode": failure.exitcode, "error": error, "error_type": error_type},
+        )
         return 1
 
 
@@ -174,12 +182,22 @@ def worker_main(control: Path) -> None:
 
             stop = StopRequest(control, json.loads(os.environ[LAUNCHER_ENV]))
             try:
-                result = train_gpt(**spec["arguments"], stop_event=stop, progress_callback=AnnounceRunDir(control),
-                                   audio_roots=spec.get("audio_roots"))
+                result = train_gpt(
+                    **spec["arguments"],
+                    stop_event=stop,
+                    progress_callback=AnnounceRunDir(control),
+                    audio_roots=spec.get("audio_roots"),
+                )
             except ValueError as exc:  # a user mistake: one message for the caller, not a traceback per rank
-                write_json_atomic(control / REFUSED_FILE, {"rank": dist.get_rank(), "message": str(exc),
-                                                           "error": f"failed: ValueError: {exc}",
-                                                           "error_type": "ValueError"})  # fmt: skip
+                write_json_atomic(
+                    control / REFUSED_FILE,
+                    {
+                        "rank": dist.get_rank(),
+                        "message": str(exc),
+                        "error": f"failed: ValueError: {exc}",
+                        "error_type": "ValueError",
+                    },
+                )
                 sys.exit(_REFUSED_EXIT)
             if dist.get_rank() == 0:
                 write_json_atomic(control / RESULT_FILE, result._asdict())

@@ -76,8 +76,13 @@ def describe_ranks() -> list[dict[str, Any]]:
     """Every rank's pid, host and device, in rank order. A collective: every rank calls it, once."""
     from utils.device.gpu import detect_gpu
 
-    own = {"rank": rank(), "pid": os.getpid(), "host": socket.gethostname(), "device": device_name(),
-           "name": detect_gpu().name if detect_gpu().available else "CPU"}  # fmt: skip
+    own = {
+        "rank": rank(),
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "device": device_name(),
+        "name": detect_gpu().name if detect_gpu().available else "CPU",
+    }
     if not in_process_group():
         return [own]
     ranks: list[Any] = [None] * world_size()

@@ -13,9 +13,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 import torchaudio
+from trainer.utils.distributed import is_dist_avail_and_initialized
 from TTS.tts.layers.xtts.trainer.gpt_trainer import GPTTrainer
 from TTS.tts.models.xtts import Xtts
-from trainer.utils.distributed import is_dist_avail_and_initialized
 
 from utils.training import distributed
 from utils.training.dataset import FAILURES_KEY, FineTuneXTTSDataset
@@ -63,8 +63,9 @@ class FineTuneGPTTrainer(GPTTrainer):
         # encodes each clip once.
         self.code_cache: dict[str, torch.Tensor] = {}
 
-    def load_checkpoint(self, config: Any, checkpoint_path: str, *, eval: bool = False, strict: bool = True,
-                        **kwargs: Any) -> None:  # fmt: skip
+    def load_checkpoint(
+        self, config: Any, checkpoint_path: str, *, eval: bool = False, strict: bool = True, **kwargs: Any
+    ) -> None:
         """coqui's loading of the XTTS weights, reporting what the file lacked: the model was built without
         random initialisation, so any weights the file does not hold are initialised here, or refused."""
         state = self.xtts.get_compatible_checkpoint_state_dict(checkpoint_path)
@@ -73,8 +74,12 @@ class FineTuneGPTTrainer(GPTTrainer):
         if missing:
             # An incomplete checkpoint: build the networks again with coqui's random initialisation, so what
             # the file lacks is initialised rather than left as uninitialised memory.
-            log.warning("%s lacks %d weight tensors (e.g. %s): they start from a random initialisation.",
-                        checkpoint_path, len(missing), missing[0])  # fmt: skip
+            log.warning(
+                "%s lacks %d weight tensors (e.g. %s): they start from a random initialisation.",
+                checkpoint_path,
+                len(missing),
+                missing[0],
+            )
             _XTTS_INIT_MODELS(self.xtts)
             self.xtts.load_state_dict(state, strict=False)
         if eval:
@@ -115,10 +120,14 @@ class FineTuneGPTTrainer(GPTTrainer):
     def _dvae_codes(self, wav: torch.Tensor) -> torch.Tensor:
         if self.config.audio.sample_rate != self.config.audio.dvae_sample_rate:
             wav = torchaudio.functional.resample(
-                wav, orig_freq=self.config.audio.sample_rate, new_freq=self.config.audio.dvae_sample_rate,
-                lowpass_filter_width=64, rolloff=0.9475937167399596, resampling_method="sinc_interp_kaiser",
+                wav,
+                orig_freq=self.config.audio.sample_rate,
+                new_freq=self.config.audio.dvae_sample_rate,
+                lowpass_filter_width=64,
+                rolloff=0.9475937167399596,
+                resampling_method="sinc_interp_kaiser",
                 beta=14.769656459379492,
-            )  # fmt: skip
+            )
         return self.dvae.get_codebook_indices(self.torch_mel_spectrogram_dvae(wav))
 
     def get_optimizer(self) -> torch.optim.Optimizer:
@@ -133,8 +142,12 @@ class FineTuneGPTTrainer(GPTTrainer):
         finally:
             self.config.optimizer = "AdamW8bit"
         params = self.config.optimizer_params
-        return bnb.optim.AdamW8bit([{"params": g["params"], "weight_decay": g["weight_decay"]} for g in groups],
-                                   lr=self.config.lr, betas=tuple(params["betas"]), eps=params["eps"])  # fmt: skip
+        return bnb.optim.AdamW8bit(
+            [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in groups],
+            lr=self.config.lr,
+            betas=tuple(params["betas"]),
+            eps=params["eps"],
+        )
 
     def state_dict(self, *args, **kwargs):  # type: ignore[override]
         state = super().state_dict(*args, **kwargs)
@@ -142,8 +155,9 @@ class FineTuneGPTTrainer(GPTTrainer):
             del state[key]
         return state
 
-    def get_data_loader(self, config: Any, *, is_eval: bool = False, samples: list[Any] | None = None,
-                        verbose: bool = True) -> torch.utils.data.DataLoader:  # fmt: skip
+    def get_data_loader(
+        self, config: Any, *, is_eval: bool = False, samples: list[Any] | None = None, verbose: bool = True
+    ) -> torch.utils.data.DataLoader:
         """coqui's loader, with the dataset that reports clips it cannot load, and the loader options wired:
         workers, pinned memory when a GPU takes the batches, workers kept alive across epochs."""
         if not is_eval and distributed.is_distributed():
@@ -154,10 +168,16 @@ class FineTuneGPTTrainer(GPTTrainer):
         sampler = None if is_eval else self.get_sampler(config, dataset)
         workers = config.num_eval_loader_workers if is_eval else config.num_loader_workers
         return torch.utils.data.DataLoader(
-            dataset, sampler=sampler, shuffle=False, drop_last=False, collate_fn=dataset.collate_fn,
-            batch_size=config.eval_batch_size if is_eval else config.batch_size, num_workers=workers,
-            pin_memory=torch.cuda.is_available(), persistent_workers=workers > 0,
-        )  # fmt: skip
+            dataset,
+            sampler=sampler,
+            shuffle=False,
+            drop_last=False,
+            collate_fn=dataset.collate_fn,
+            batch_size=config.eval_batch_size if is_eval else config.batch_size,
+            num_workers=workers,
+            pin_memory=torch.cuda.is_available(),
+            persistent_workers=workers > 0,
+        )
 
     def format_batch(self, batch: dict[str, Any]) -> dict[str, Any]:
         """Take the load failures the batch carries (from any worker process) into `clip_failures`."""
@@ -173,6 +193,7 @@ class FineTuneGPTTrainer(GPTTrainer):
             missing = [k for k in result.missing_keys if not k.startswith(FROZEN_PREFIXES)]
             if missing or result.unexpected_keys:
                 raise RuntimeError(
-                    f"Checkpoint does not match the model: missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}"
+                    f"Checkpoint does not match the model: missing {missing[:5]}, "
+                    f"unexpected {result.unexpected_keys[:5]}"
                 )
         return result

@@ -49,15 +49,23 @@ def launch(args: TrainArguments, progress_callback: Any = None, stop_event: Any 
         check_devices_present(devices, torch.cuda.device_count())
     control = Path(tempfile.mkdtemp(prefix="xtts-ddp-"))
     try:
-        ddp_worker.write_json_atomic(control / ddp_worker.SPEC_FILE,
-                                     {"arguments": args.to_dict(), "devices": physical_gpu_ids(devices),
-                                      "audio_roots": [str(r) for r in audio_roots] if audio_roots else None})  # fmt: skip
+        ddp_worker.write_json_atomic(
+            control / ddp_worker.SPEC_FILE,
+            {
+                "arguments": args.to_dict(),
+                "devices": physical_gpu_ids(devices),
+                "audio_roots": [str(r) for r in audio_roots] if audio_roots else None,
+            },
+        )
         # In this process's folder (relative paths mean the same to the ranks) and its own session (a terminal's
         # Ctrl-C reaches this process only, which turns it into a stop).
         agent = subprocess.Popen(
             [sys.executable, "-m", "utils.training.ddp_worker", "agent", str(control), str(len(devices))],
-            env=_worker_env(devices), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            env=_worker_env(devices),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         run = _RunFollower(control, progress_callback, args.resume_from)
         tail: deque[str] = deque(maxlen=60)
         echo = _echo_output(agent, tail)
@@ -65,8 +73,9 @@ def launch(args: TrainArguments, progress_callback: Any = None, stop_event: Any 
             _wait(agent, control, run, stop_event)
         except BaseException as exc:  # e.g. progress_callback raised: the ranks must not outlive the call
             _end(agent)
-            record_failure(run.run_dir, {"who": "the launcher", "error": f"failed: {type(exc).__name__}: {exc}"},
-                           progress_callback)  # fmt: skip
+            record_failure(
+                run.run_dir, {"who": "the launcher", "error": f"failed: {type(exc).__name__}: {exc}"}, progress_callback
+            )
             raise
         echo.join(timeout=10)
         run.poll()
@@ -76,8 +85,11 @@ def launch(args: TrainArguments, progress_callback: Any = None, stop_event: Any 
         if result and run.run_dir and RunStatus.parse(read_run(run.run_dir).get("status")) != RunStatus.FAILED:
             return TrainResult(**result)  # rank 0 had finished and exported; a rank failed while exiting
         refused = read_json(control / ddp_worker.REFUSED_FILE)
-        failure = refused or read_json(control / ddp_worker.FAILURE_FILE) or {
-            "who": "torchrun", "error": f"ended with exit code {agent.returncode}. Last output:\n{''.join(tail)}"}
+        failure = (
+            refused
+            or read_json(control / ddp_worker.FAILURE_FILE)
+            or {"who": "torchrun", "error": f"ended with exit code {agent.returncode}. Last output:\n{''.join(tail)}"}
+        )
         message = record_failure(run.run_dir, failure, progress_callback)
         if refused:
             raise ValueError(refused["message"])
@@ -137,8 +149,11 @@ def _wait(agent: subprocess.Popen, control: Path, run: _RunFollower, stop_event:
         except KeyboardInterrupt:
             interrupts += 1
             if interrupts == 1:
-                print("\nStopping every rank at the next step boundary (a checkpoint is saved); press Ctrl-C again "
-                      "to end them at once.", flush=True)  # fmt: skip
+                print(
+                    "\nStopping every rank at the next step boundary (a checkpoint is saved); press Ctrl-C again "
+                    "to end them at once.",
+                    flush=True,
+                )
                 (control / ddp_worker.STOP_FILE).touch()
             else:
                 agent.send_signal(signal.SIGTERM)  # torchrun's agent passes it on to every rank
@@ -197,19 +212,26 @@ def record_failure(run_dir: Path | None, failure: dict[str, Any], progress_callb
     for partial in run_dir.glob(".*.tmp"):  # a save cut short by the end of rank 0; every rank has ended
         partial.unlink(missing_ok=True)
     checkpoint = newest_checkpoint(run_dir)
-    keep = (f" The last checkpoint is kept: {checkpoint}; continue with resume_from={str(run_dir)!r}."
-            if checkpoint else " No checkpoint was saved.")  # fmt: skip
+    keep = (
+        f" The last checkpoint is kept: {checkpoint}; continue with resume_from={str(run_dir)!r}."
+        if checkpoint
+        else " No checkpoint was saved."
+    )
     record = read_run(run_dir)
     own_error = failure.get("rank") == 0 and failure.get("error_type") != "signal"
     if own_error and RunStatus.parse(record.get("status")).ended:
         return error + keep  # rank 0 failed on its own and recorded how the run ended
     steps = [r["step"] for r in JsonlFollower(run_dir / METRICS_FILE).follow() if r.get("type") == "train"]
-    fields = {"finished": now_iso(), "error": error + keep, "failed_rank": failure.get("rank"),
-              "steps_done": steps[-1] if steps else record.get("steps_done", 0),
-              "last_checkpoint": str(checkpoint) if checkpoint else None}  # fmt: skip
+    fields = {
+        "finished": now_iso(),
+        "error": error + keep,
+        "failed_rank": failure.get("rank"),
+        "steps_done": steps[-1] if steps else record.get("steps_done", 0),
+        "last_checkpoint": str(checkpoint) if checkpoint else None,
+    }
     update_run(run_dir, status=RunStatus.FAILED, **fields)
-    logger = MetricsLogger(run_dir / METRICS_FILE, batch_size=1, steps_per_epoch=1, total_steps=0,
-                           on_event=progress_callback)  # fmt: skip
+    logger = MetricsLogger(
+        run_dir / METRICS_FILE, batch_size=1, steps_per_epoch=1, total_steps=0, on_event=progress_callback
+    )
     logger.status(RunStatus.FAILED.value, run_dir=str(run_dir), **fields)
     return error + keep
-

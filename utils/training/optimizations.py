@@ -204,10 +204,14 @@ class TrainingOptimizer:
     def plan(self) -> OptimizationReport:
         """What `apply` will do on this machine, without a model (shown in the UI before Start)."""
         choice = self.precision_choice()
-        report = OptimizationReport(device={**self.gpu.to_dict(), "summary": self.gpu.summary()}, precision=asdict(choice))
+        report = OptimizationReport(
+            device={**self.gpu.to_dict(), "summary": self.gpu.summary()}, precision=asdict(choice)
+        )
         if self.enable_grad_checkpoint:
-            report.add(GRAD_CHECKPOINTING, "every GPT block and the conditioning encoder recompute their activations "
-                       "in backward")  # fmt: skip
+            report.add(
+                GRAD_CHECKPOINTING,
+                "every GPT block and the conditioning encoder recompute their activations in backward",
+            )
         else:
             report.skip(GRAD_CHECKPOINTING, "turned off by the user")
         if self.enable_sdpa:
@@ -247,8 +251,12 @@ class TrainingOptimizer:
         if self.gpu.available and not eight_bit and self.leaner_steps:
             report.add(FUSED_ADAMW, "one fused CUDA kernel per step: no foreach temporaries at the optimizer step")
         elif not eight_bit:
-            report.skip(FUSED_ADAMW, "no CUDA GPU: the CPU's foreach AdamW" if not self.gpu.available
-                        else "leaner steps off: coqui's foreach AdamW")  # fmt: skip
+            report.skip(
+                FUSED_ADAMW,
+                "no CUDA GPU: the CPU's foreach AdamW"
+                if not self.gpu.available
+                else "leaner steps off: coqui's foreach AdamW",
+            )
         else:
             report.skip(FUSED_ADAMW, "8-bit AdamW is used instead")
 

@@ -62,8 +62,10 @@ def pick_eval_sentences(report: DatasetReport, frontend: TextFrontEnd, count: in
         elif (slot := rng.randrange(seen + 1)) < count:
             chosen[slot] = (seen, row, duration)
     chosen.sort(key=lambda item: item[0])  # file order: stable names 0.wav, 1.wav...
-    return [EvalSentence(row.text.strip(), frontend.apply(row.text.strip()), row.audio_location, duration)
-            for _, row, duration in chosen]  # fmt: skip
+    return [
+        EvalSentence(row.text.strip(), frontend.apply(row.text.strip()), row.audio_location, duration)
+        for _, row, duration in chosen
+    ]
 
 
 @contextlib.contextmanager
@@ -98,8 +100,17 @@ class QualityEvaluator:
     `whisper_model` is a faster-whisper size or a CTranslate2 folder (looked up in models/whisper/<name>/, or
     downloaded when a network allows); `max_audio_tokens` caps each clip (0: 1.5 times its real clip)."""
 
-    def __init__(self, sentences: list[EvalSentence], run_dir: Path, reference_wav: Path, language: str, *,
-                 seed: int, whisper_model: str, max_audio_tokens: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        sentences: list[EvalSentence],
+        run_dir: Path,
+        reference_wav: Path,
+        language: str,
+        *,
+        seed: int,
+        whisper_model: str,
+        max_audio_tokens: int = 0,
+    ) -> None:
         self.sentences = sentences
         self.run_dir = Path(run_dir)
         self.reference_wav = Path(reference_wav)
@@ -119,7 +130,8 @@ class QualityEvaluator:
                 self._transcriber_reason = "no Whisper model named (whisper_model is empty)"
             else:
                 self._transcriber, self._transcriber_reason = transcriber_or_reason(
-                    self.whisper_model, device="cpu", compute_type="int8")  # fmt: skip
+                    self.whisper_model, device="cpu", compute_type="int8"
+                )
         return self._transcriber, self._transcriber_reason
 
     def token_cap(self, sentence: EvalSentence) -> int:
@@ -136,8 +148,15 @@ class QualityEvaluator:
         with speaking(xtts) as model:
             latent, speaker = conditioning_latents(model, self.reference_wav)
             for index, sentence in enumerate(self.sentences):
-                wav = generate_wav(model, sentence.prepared, self.language, latent, speaker, seed=self.seed + index,
-                                   max_audio_tokens=self.token_cap(sentence))  # fmt: skip
+                wav = generate_wav(
+                    model,
+                    sentence.prepared,
+                    self.language,
+                    latent,
+                    speaker,
+                    seed=self.seed + index,
+                    max_audio_tokens=self.token_cap(sentence),
+                )
                 files.append(write_wav(folder / f"{index}.wav", wav, rate))
         return files
 
@@ -149,20 +168,40 @@ class QualityEvaluator:
         started = time.perf_counter()
         folder = step_folder(self.run_dir, step)
         texts = [s.text for s in self.sentences]
-        empty = {"files": [], "texts": texts, "cer": None, "wer": None, "similarity": None, "duration_ratio": None,
-                 "combined": None, "clips": []}  # fmt: skip
+        empty = {
+            "files": [],
+            "texts": texts,
+            "cer": None,
+            "wer": None,
+            "similarity": None,
+            "duration_ratio": None,
+            "combined": None,
+            "clips": [],
+        }
         try:
             files = self.speak(xtts, folder)
-        except Exception as exc:  # noqa: BLE001 - a failed generation is a missing score, not a failed run
+        except Exception as exc:
             log.warning("Quality evaluation at step %d: generation failed: %s", step, exc, exc_info=True)
-            return {**empty, "reasons": [f"generation failed: {type(exc).__name__}: {exc}"],
-                    "seconds": round(time.perf_counter() - started, 2)}  # fmt: skip
+            return {
+                **empty,
+                "reasons": [f"generation failed: {type(exc).__name__}: {exc}"],
+                "seconds": round(time.perf_counter() - started, 2),
+            }
         transcriber, why = self.transcriber()
         report = score_clips(
-            [(f, s.text, s.real_clip) for f, s in zip(files, self.sentences, strict=True)], language=self.language,
-            reference_clips=[s.real_clip for s in self.sentences], transcriber=transcriber, no_transcriber_reason=why,
-        )  # fmt: skip
+            [(f, s.text, s.real_clip) for f, s in zip(files, self.sentences, strict=True)],
+            language=self.language,
+            reference_clips=[s.real_clip for s in self.sentences],
+            transcriber=transcriber,
+            no_transcriber_reason=why,
+        )
         reasons = report.reasons
         clips = [{**vars(c), "file": str(Path(c.file).relative_to(self.run_dir))} for c in report.clips]
-        return {**empty, **report.metrics(), "files": [c["file"] for c in clips], "clips": clips,
-                "reasons": reasons, "seconds": round(time.perf_counter() - started, 2)}  # fmt: skip
+        return {
+            **empty,
+            **report.metrics(),
+            "files": [c["file"] for c in clips],
+            "clips": clips,
+            "reasons": reasons,
+            "seconds": round(time.perf_counter() - started, 2),
+        }

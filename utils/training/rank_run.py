@@ -32,18 +32,24 @@ class SilentMetrics(MetricsLogger):
         return
 
 
-def train_beside_rank_zero(run: TrainingRun, base: BaseModel, report: DatasetReport,
-                           ranks: list[dict[str, Any]]) -> RunOutput:  # fmt: skip
+def train_beside_rank_zero(
+    run: TrainingRun, base: BaseModel, report: DatasetReport, ranks: list[dict[str, Any]]
+) -> RunOutput:
     """Train as a rank > 0 of `run` (after `describe_ranks`); returns where rank 0 writes the voice."""
     from utils.training.run import RunOutput, torch_settings_restored  # run.py imports this module
 
     run_dir = distributed.share_run_dir(None)
     steps = distributed.steps_per_epoch(report.train_count, run.args.batch_size)
-    metrics = SilentMetrics(run_dir / METRICS_FILE, batch_size=run.args.batch_size, steps_per_epoch=steps,
-                            total_steps=run.args.num_epochs * steps)  # fmt: skip
+    metrics = SilentMetrics(
+        run_dir / METRICS_FILE,
+        batch_size=run.args.batch_size,
+        steps_per_epoch=steps,
+        total_steps=run.args.num_epochs * steps,
+    )
     with torch_settings_restored():
-        setup = build_training_setup(run.args, base, report, run.frontend, run_dir, metrics,
-                                     should_stop=run.should_stop, resume=run.resume_point)  # fmt: skip
+        setup = build_training_setup(
+            run.args, base, report, run.frontend, run_dir, metrics, should_stop=run.should_stop, resume=run.resume_point
+        )
         try:
             join_training(setup.trainer, ranks)
             setup.trainer.fit()

@@ -47,7 +47,14 @@ class RankTrace:
         digest = hashlib.sha256()
         for _, parameter in sorted(trainer.model.xtts.gpt.named_parameters()):
             digest.update(parameter.detach().float().cpu().numpy().tobytes())
-        append_jsonl(self.path, {
-            "rank": distributed.rank(), "step": trainer.total_steps_done, "epoch": trainer.epochs_done,
-            "clips": self.clips, "loss": [float(v) for v in self.step.losses], "gpt_sha256": digest.hexdigest(),
-        })  # fmt: skip
+        append_jsonl(
+            self.path,
+            {
+                "rank": distributed.rank(),
+                "step": trainer.total_steps_done,
+                "epoch": trainer.epochs_done,
+                "clips": self.clips,
+                "loss": [float(v) for v in self.step.losses],
+                "gpt_sha256": digest.hexdigest(),
+            },
+        )

@@ -13,17 +13,13 @@ import csv
 import math
 import re
 import sys
-import tempfile
-import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 import torch
 
-from utils.constants import MAX_AUDIO_LENGTH, SAMPLES_PER_AUDIO_TOKEN, XTTS_SAMPLE_RATE
 from utils.data.validation import DatasetReport, validate_dataset
 from utils.device.gpu import detect_gpu
 from utils.device.memory import format_memory_stats
@@ -32,14 +28,28 @@ from utils.model.base_models import BaseModel, ensure_base_model
 from utils.model.ready import REFERENCE_WAV, export_ready, write_reference_wav
 from utils.text.frontend import TextFrontEnd
 from utils.text.languages import canonical_language
+from utils.training import distributed
+from utils.training.advice import out_of_memory_advice, planner_suggestion
 from utils.training.arguments import TrainArguments
+from utils.training.auto_batch import plan_batch_size, probe_batch_size
+from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
+from utils.training.checkpoints import newest_checkpoint
+from utils.training.controls import StopFlag, torch_settings_restored
+from utils.training.data_parallel import join_training
+from utils.training.input_checks import (
+    check_checkpoint_file,
+    check_clip_length,
+    check_output_path,
+    raise_if_unusable,
+    resume_point,
+)
 from utils.training.metrics import MetricsLogger
+from utils.training.rank_run import train_beside_rank_zero
 from utils.training.run_record import (
     DATASET_REPORT_FILE,
     DROPPED_ROWS_FILE,
     METRICS_FILE,
     OPTIMIZATIONS_FILE,
-    TRAINER_CONFIG_FILE,
     RunStatus,
     create_run_dir,
     library_versions,
@@ -49,12 +59,6 @@ from utils.training.run_record import (
     update_run,
     write_run,
 )
-from utils.training.auto_batch import plan_batch_size, probe_batch_size
-from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
-from utils.training import distributed
-from utils.training.checkpoints import newest_checkpoint
-from utils.training.data_parallel import join_training
-from utils.training.rank_run import train_beside_rank_zero
 from utils.training.setup import TrainingSetup, build_training_setup
 from utils.training.text_checks import text_check_options
 
@@ -70,25 +74,16 @@ class RunOutput:
     checkpoint: Path
 
 
-class StopFlag:
-    """Adapts the ways a caller can ask for a stop: an Event-like object or a callable."""
-
-    def __init__(self, stop: Any) -> None:
-        self.stop = stop
-
-    def __call__(self) -> bool:
-        if self.stop is None:
-            return False
-        if hasattr(self.stop, "is_set"):
-            return bool(self.stop.is_set())
-        return bool(self.stop())
-
-
 class TrainingRun:
     """One fine-tuning run: `execute()` trains and returns where the voice is."""
 
-    def __init__(self, args: TrainArguments, progress: ProgressCallback | None = None, should_stop: Any = None,
-                 audio_roots: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        args: TrainArguments,
+        progress: ProgressCallback | None = None,
+        should_stop: Any = None,
+        audio_roots: Any = None,
+    ) -> None:
         self.args = args
         self.audio_roots = audio_roots
         self.progress = progress
@@ -96,8 +91,11 @@ class TrainingRun:
         self.language = canonical_language(args.language)
         self.frontend = TextFrontEnd(self.language, args.use_amharic_g2p)
         self.resume_point = resume_point(args.resume_from) if args.resume_from else None
-        self.resume_dir = None if self.resume_point is None else (
-            self.resume_point.parent if self.resume_point.is_file() else self.resume_point)
+        self.resume_dir = (
+            None
+            if self.resume_point is None
+            else (self.resume_point.parent if self.resume_point.is_file() else self.resume_point)
+        )
         self.run_dir: Path | None = None
         self.metrics: MetricsLogger | None = None
         self.setup: TrainingSetup | None = None
@@ -111,11 +109,18 @@ class TrainingRun:
         if self.args.custom_model:
             check_checkpoint_file(Path(self.args.custom_model).expanduser(), "custom_model")
         models_dir = self.args.models_dir or None
-        options = text_check_options(self.args.version, self.language, self.args.use_amharic_g2p,
-                                     self.args.custom_model, models_dir)  # fmt: skip
-        report = validate_dataset(self.args.train_csv, self.args.eval_csv or None, self.language,
-                                  self.args.max_audio_length, seed=self.args.seed, audio_roots=self.audio_roots,
-                                  **options)  # fmt: skip
+        options = text_check_options(
+            self.args.version, self.language, self.args.use_amharic_g2p, self.args.custom_model, models_dir
+        )
+        report = validate_dataset(
+            self.args.train_csv,
+            self.args.eval_csv or None,
+            self.language,
+            self.args.max_audio_length,
+            seed=self.args.seed,
+            audio_roots=self.audio_roots,
+            **options,
+        )
         raise_if_unusable(report, self.args.min_usable_rows)
         # A real base model may need a download: that waits until the dataset is known to be usable.
         base = ensure_base_model(self.args.version, models_dir)
@@ -133,29 +138,47 @@ class TrainingRun:
             batch, self.batch_choice = plan_batch_size(self.args, report.train_count)
             self.args = self.args.replace(batch_size=batch)
         steps_per_epoch = distributed.steps_per_epoch(report.train_count, self.args.batch_size)
-        self.run_dir = self.resume_dir or create_run_dir(self.args.output_path, self.args.run_name or
-                                                         f"{self.language}-{base.version}")  # fmt: skip
-        self.metrics = MetricsLogger(self.run_dir / METRICS_FILE, batch_size=self.args.batch_size * len(self.ranks),
-                                     steps_per_epoch=steps_per_epoch,
-                                     total_steps=self.args.num_epochs * steps_per_epoch, on_event=self.progress)  # fmt: skip
+        self.run_dir = self.resume_dir or create_run_dir(
+            self.args.output_path, self.args.run_name or f"{self.language}-{base.version}"
+        )
+        self.metrics = MetricsLogger(
+            self.run_dir / METRICS_FILE,
+            batch_size=self.args.batch_size * len(self.ranks),
+            steps_per_epoch=steps_per_epoch,
+            total_steps=self.args.num_epochs * steps_per_epoch,
+            on_event=self.progress,
+        )
         self._write_record(base, report)
         with torch_settings_restored(), self._recording_failures():
             self.setup = build_training_setup(
-                self.args, base, report, self.frontend, self.run_dir, self.metrics, should_stop=self.should_stop,
-                resume=self.resume_point, on_checkpoint=self._checkpoint_saved,
-            )  # fmt: skip
+                self.args,
+                base,
+                report,
+                self.frontend,
+                self.run_dir,
+                self.metrics,
+                should_stop=self.should_stop,
+                resume=self.resume_point,
+                on_checkpoint=self._checkpoint_saved,
+            )
             if auto_batch:
                 self._confirm_batch_size(report)
             self._write_run_files(report)
             # Taken now, while the dataset is as validated: the user's files may move during a long run.
-            update_run(self.run_dir, reference=write_reference_wav(self.setup.train_durations, self.run_dir / REFERENCE_WAV))
-            self.choice = checkpoint_choice(self.args, report, self.frontend, self.run_dir, self.metrics,
-                                            self.run_dir / REFERENCE_WAV)  # fmt: skip
+            update_run(
+                self.run_dir, reference=write_reference_wav(self.setup.train_durations, self.run_dir / REFERENCE_WAV)
+            )
+            self.choice = checkpoint_choice(
+                self.args, report, self.frontend, self.run_dir, self.metrics, self.run_dir / REFERENCE_WAV
+            )
             self.setup.trainer.choose_best = self.choice
-            self._set_status(RunStatus.RUNNING, step=self.setup.trainer.total_steps_done,
-                             total_steps=self.metrics.total_steps)  # fmt: skip
-            print(f"\nRun folder: {self.run_dir}\n{self.setup.report.to_markdown()}\n{format_memory_stats()}\n",
-                  flush=True)  # fmt: skip
+            self._set_status(
+                RunStatus.RUNNING, step=self.setup.trainer.total_steps_done, total_steps=self.metrics.total_steps
+            )
+            print(
+                f"\nRun folder: {self.run_dir}\n{self.setup.report.to_markdown()}\n{format_memory_stats()}\n",
+                flush=True,
+            )
             try:
                 distributed.share_run_dir(self.run_dir)  # the other ranks (if any) build their trainers now
                 join_training(self.setup.trainer, self.ranks)
@@ -195,25 +218,37 @@ class TrainingRun:
         assert self.run_dir is not None
         previous = read_run(self.run_dir) if self.resume_dir else {}
         gpu = detect_gpu()
-        write_run(self.run_dir, {
-            "status": RunStatus.STARTING.value,
-            "started": now_iso(),
-            "arguments": self.args.to_dict(),
-            "run_dir": str(self.run_dir),
-            "base_model": {"version": base.version, "folder": str(base.folder)},
-            "language": self.language,
-            "text_frontend": self.frontend.to_dict(),
-            "device": {**gpu.to_dict(), "summary": gpu.summary()},
-            "versions": library_versions(),
-            "command": sys.argv[:1],
-            **(distributed.launcher_identity() or process_identity()),  # the process that called train_gpt
-            **distributed.run_fields(self.ranks),
-            "dataset": {k: v for k, v in report.to_dict().items() if k != "problems"},
-            **{key: previous.get(key) for key in ("last_checkpoint", "last_checkpoint_step", "best_checkpoint",
-                                                  "best_checkpoint_step", "best", "early_stopping")},
-            "history": previous.get("history", []) + ([history_entry(previous)] if previous else []),
-            "changed_on_resume": changed_arguments(previous.get("arguments") or {}, self.args.to_dict()),
-        })  # fmt: skip
+        write_run(
+            self.run_dir,
+            {
+                "status": RunStatus.STARTING.value,
+                "started": now_iso(),
+                "arguments": self.args.to_dict(),
+                "run_dir": str(self.run_dir),
+                "base_model": {"version": base.version, "folder": str(base.folder)},
+                "language": self.language,
+                "text_frontend": self.frontend.to_dict(),
+                "device": {**gpu.to_dict(), "summary": gpu.summary()},
+                "versions": library_versions(),
+                "command": sys.argv[:1],
+                **(distributed.launcher_identity() or process_identity()),  # the process that called train_gpt
+                **distributed.run_fields(self.ranks),
+                "dataset": {k: v for k, v in report.to_dict().items() if k != "problems"},
+                **{
+                    key: previous.get(key)
+                    for key in (
+                        "last_checkpoint",
+                        "last_checkpoint_step",
+                        "best_checkpoint",
+                        "best_checkpoint_step",
+                        "best",
+                        "early_stopping",
+                    )
+                },
+                "history": previous.get("history", []) + ([history_entry(previous)] if previous else []),
+                "changed_on_resume": changed_arguments(previous.get("arguments") or {}, self.args.to_dict()),
+            },
+        )
         self._set_status(RunStatus.STARTING)
 
     def _write_run_files(self, report: DatasetReport) -> None:
@@ -253,8 +288,13 @@ class TrainingRun:
     def _fail(self, error: str) -> None:
         trainer = self.setup.trainer if self.setup is not None else None
         extra = {} if trainer is None else {"stop_checkpoint": trainer.stop_checkpoint, **self._clip_failures()}
-        self._set_status(RunStatus.FAILED, finished=now_iso(), error=error,
-                         steps_done=trainer.total_steps_done if trainer else 0, **extra)  # fmt: skip
+        self._set_status(
+            RunStatus.FAILED,
+            finished=now_iso(),
+            error=error,
+            steps_done=trainer.total_steps_done if trainer else 0,
+            **extra,
+        )
 
     def _clip_failures(self) -> dict[str, Any]:
         """How many clips could not be loaded during training, and the first few, for run.json and the page."""
@@ -269,31 +309,52 @@ class TrainingRun:
         best = self.run_dir / "best_model.pth"
         checkpoint = best if best.is_file() else newest_checkpoint(self.run_dir)
         if checkpoint is None:
-            self._set_status(status, finished=now_iso(), steps_done=0,
-                             message="Stopped before the first step: nothing saved.")  # fmt: skip
+            self._set_status(
+                status, finished=now_iso(), steps_done=0, message="Stopped before the first step: nothing saved."
+            )
             raise RuntimeError(f"The run {status.value} before its first step; nothing was saved in {self.run_dir}.")
         ready = export_ready(
-            self.run_dir, checkpoint, config=self.setup.inference_config, vocab_path=self.setup.vocab_path,
-            speakers_path=base.speakers, reference_wav=self.run_dir / REFERENCE_WAV,
+            self.run_dir,
+            checkpoint,
+            config=self.setup.inference_config,
+            vocab_path=self.setup.vocab_path,
+            speakers_path=base.speakers,
+            reference_wav=self.run_dir / REFERENCE_WAV,
             base_weights=trainer.config.model_args.xtts_checkpoint,
-            finetune_info={"base_version": base.version, "language": self.language,
-                           "text_frontend": self.frontend.to_dict(), "run_dir": str(self.run_dir),
-                           "steps_done": trainer.total_steps_done, **self._chosen(checkpoint)},
-        )  # fmt: skip
+            finetune_info={
+                "base_version": base.version,
+                "language": self.language,
+                "text_frontend": self.frontend.to_dict(),
+                "run_dir": str(self.run_dir),
+                "steps_done": trainer.total_steps_done,
+                **self._chosen(checkpoint),
+            },
+        )
         failures = self._clip_failures()
-        skipped = (f" {failures['clips_failed']} clip(s) could not be loaded and were skipped (listed in run.json)."
-                   if failures["clips_failed"] else "")  # fmt: skip
+        skipped = (
+            f" {failures['clips_failed']} clip(s) could not be loaded and were skipped (listed in run.json)."
+            if failures["clips_failed"]
+            else ""
+        )
         message = {
             RunStatus.FINISHED: "Training finished.",
-            RunStatus.STOPPED: f"Stopped at step {trainer.total_steps_done}; checkpoint saved: {trainer.stop_checkpoint}",
+            RunStatus.STOPPED: f"Stopped at step {trainer.total_steps_done}; checkpoint saved: "
+            f"{trainer.stop_checkpoint}",
             RunStatus.INTERRUPTED: f"Interrupted at step {trainer.total_steps_done}; checkpoint saved: "
-                                   f"{trainer.stop_checkpoint}",
-        }.get(status, status.value) + skipped  # fmt: skip
+            f"{trainer.stop_checkpoint}",
+        }.get(status, status.value) + skipped
         if self.choice is not None and self.choice.stop_message:
             message = self.choice.stop_message + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
-        self._set_status(status, finished=now_iso(), steps_done=trainer.total_steps_done, checkpoint_path=str(checkpoint),
-                         stop_checkpoint=trainer.stop_checkpoint, ready_dir=str(ready), message=message,
-                         **failures)  # fmt: skip
+        self._set_status(
+            status,
+            finished=now_iso(),
+            steps_done=trainer.total_steps_done,
+            checkpoint_path=str(checkpoint),
+            stop_checkpoint=trainer.stop_checkpoint,
+            ready_dir=str(ready),
+            message=message,
+            **failures,
+        )
         print(f"\n{message}\nReady for inference: {ready}", flush=True)
         return RunOutput(self.run_dir, ready, checkpoint)
 
@@ -306,58 +367,6 @@ class TrainingRun:
         return {"checkpoint_step": int(match.group(1)) if match else None}
 
 
-def out_of_memory_advice(args: TrainArguments) -> str:
-    """Turn a CUDA OOM into what to change, most effective first."""
-    steps = []
-    if not args.enable_grad_checkpoint:
-        steps.append("turn on gradient checkpointing (enable_grad_checkpoint=True)")
-    if not args.enable_mixed_precision:
-        steps.append("turn on mixed precision (enable_mixed_precision=True)")
-    if args.batch_size > 1:
-        smaller = max(1, args.batch_size // 2)
-        steps.append(f"use batch_size={smaller} with grad_acumm={args.grad_acumm * args.batch_size // smaller} "
-                     "(same effective batch)")  # fmt: skip
-    if args.max_audio_length > 220500:
-        steps.append("lower max_audio_length (e.g. 220500 = 10 s): memory grows with the longest clip")
-    steps.append("close other programs using the GPU (nvidia-smi lists them)")
-    return "Out of GPU memory. Try, in this order: " + "; ".join(steps) + "."
-
-
-def check_output_path(path: Path) -> None:
-    """The folder runs are written to: a folder (made if missing) this process can write in."""
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"output_path {path} is a file, not a folder: give the folder runs should be written to.")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as exc:
-        raise ValueError(f"output_path {path} cannot be written to ({exc.strerror or exc}); choose another "
-                         "folder.") from exc  # fmt: skip
-
-
-def check_checkpoint_file(path: Path, what: str) -> None:
-    """A PyTorch checkpoint (a zip archive, or an old-style pickle), not some other file, before any work."""
-    with open(path, "rb") as handle:
-        head = handle.read(4)
-    if not (zipfile.is_zipfile(path) or head[:1] == b"\x80"):
-        raise ValueError(f"{what} {path} is not a PyTorch checkpoint (model.pth); give the model.pth of a ready/ "
-                         "folder or of a base model.")  # fmt: skip
-
-
-def check_clip_length(max_audio_length: int, base: BaseModel) -> None:
-    """The longest clip the base model's GPT can place: its audio positions hold gpt_max_audio_tokens codes
-    plus start and stop tokens, one code per 1024 samples."""
-    from utils.files import read_json
-
-    tokens = int((read_json(base.config, {}).get("model_args") or {}).get("gpt_max_audio_tokens") or 605)
-    limit = (tokens - 2) * SAMPLES_PER_AUDIO_TOKEN
-    if max_audio_length > limit:
-        raise ValueError(f"max_audio_length {max_audio_length} is longer than base model {base.version!r} can take "
-                         f"({limit} samples, {limit / XTTS_SAMPLE_RATE:.1f} s); XTTS was trained with "
-                         f"{MAX_AUDIO_LENGTH} ({MAX_AUDIO_LENGTH / XTTS_SAMPLE_RATE:.1f} s).")  # fmt: skip
-
-
 def changed_arguments(before: dict[str, Any], now: dict[str, Any]) -> dict[str, list[Any]]:
     """{option: [before, now]} for what a resume changed on purpose (resume_from itself excluded)."""
     if not before:
@@ -365,73 +374,6 @@ def changed_arguments(before: dict[str, Any], now: dict[str, Any]) -> dict[str, 
     return {k: [before.get(k), v] for k, v in now.items() if k != "resume_from" and before.get(k) != v}
 
 
-def planner_suggestion(args: TrainArguments) -> str:
-    """The memory planner's answer to an out-of-memory error: the largest batch that fits the GPU's free memory."""
-    try:
-        from utils.memory_plan.planner import GIB, detected_free_bytes, largest_batch_that_fits
-
-        free = detected_free_bytes()
-        if free is None:
-            return ""
-        keywords = {k: v for k, v in args.to_dict().items() if k != "batch_size"}
-        batch = largest_batch_that_fits(free, **keywords)
-    except Exception as exc:  # noqa: BLE001 - advice must never hide the error it explains
-        return f" (The memory planner could not be asked: {exc}.)"
-    if batch == 0:
-        return f" The memory planner finds no batch that fits in {free / GIB:.2f} GiB free with these settings."
-    return (f" The memory planner fits batch_size={batch} in the {free / GIB:.2f} GiB free now (or use "
-            "batch_size='auto').")  # fmt: skip
-
-
 def history_entry(previous: dict[str, Any]) -> dict[str, Any]:
     keys = ("started", "finished", "status", "steps_done", "arguments")
     return {k: previous.get(k) for k in keys}
-
-
-def raise_if_unusable(report: DatasetReport, min_rows: int) -> None:
-    if report.ok and report.rows_usable >= min_rows:
-        return
-    errors = report.errors[:8]
-    details = "\n".join(
-        f"  {Path(p.csv_file).name or 'dataset'} line {p.line}: {p.audio_file + ': ' if p.audio_file else ''}{p.reason}"
-        for p in errors
-    )
-    more = f"\n  ... and {len(report.errors) - len(errors)} more" if len(report.errors) > len(errors) else ""
-    need = f"at least {min_rows} usable rows (one for training and one for evaluation at minimum)"
-    raise ValueError(
-        f"The dataset cannot be used for training: {report.rows_usable} of {report.rows_read} rows usable, "
-        f"{report.train_count} for training and {report.eval_count} for evaluation; {need} are needed.\n"
-        f"{details}{more}\nFix these rows (see validate_dataset for the full report) and try again."
-    )
-
-
-def resume_point(resume_from: str) -> Path:
-    """What to continue: a run folder (its newest checkpoint), or one checkpoint file in a run folder."""
-    path = Path(resume_from).expanduser()
-    run_dir = path.parent if path.is_file() else path
-    if path.is_file() and not path.name.endswith(".pth"):
-        raise ValueError(f"resume_from: {path} is not a checkpoint (.pth) of a run; give the run folder.")
-    if newest_checkpoint(run_dir) is None:
-        raise ValueError(f"resume_from: {run_dir} holds no checkpoint (checkpoint_*.pth or best_model.pth) to "
-                         "continue from.")  # fmt: skip
-    if not (run_dir / TRAINER_CONFIG_FILE).is_file():
-        raise ValueError(f"resume_from: {run_dir} has no config.json; it is not a training run folder.")
-    return path
-
-
-@contextlib.contextmanager
-def torch_settings_restored() -> Iterator[None]:
-    """A run changes process-wide torch settings (threads; coqui's trainer sets TF32 and cuDNN flags from its
-    config); give the caller's process its own back afterwards."""
-    saved = (torch.get_num_threads(), torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
-             torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.cudnn.enabled)  # fmt: skip
-    # coqui's XTTS dataset module sets torch to one thread when imported; CPU training wants them all.
-    # The ranks of a multi-process run share this machine's cores.
-    cores = psutil.cpu_count(logical=False) or torch.get_num_threads() * distributed.local_world_size()
-    torch.set_num_threads(max(1, cores // distributed.local_world_size()))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved[0])
-        (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark,
-         torch.backends.cudnn.deterministic, torch.backends.cudnn.enabled) = saved[1:]  # fmt: skip

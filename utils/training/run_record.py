@@ -30,8 +30,17 @@ OPTIMIZATIONS_FILE = "optimizations.json"
 DATASET_REPORT_FILE = "dataset_report.json"
 DROPPED_ROWS_FILE = "dropped_rows.csv"
 TRAINER_CONFIG_FILE = "config.json"
-_PACKAGES = ("torch", "torchaudio", "torchcodec", "transformers", "coqui-tts", "coqui-tts-trainer", "tokenizers",
-             "gradio", "numpy")  # fmt: skip
+_PACKAGES = (
+    "torch",
+    "torchaudio",
+    "torchcodec",
+    "transformers",
+    "coqui-tts",
+    "coqui-tts-trainer",
+    "tokenizers",
+    "gradio",
+    "numpy",
+)
 
 
 class RunStatus(str, Enum):
@@ -114,8 +123,10 @@ def read_run(run_dir: str | os.PathLike) -> dict[str, Any]:
 def died_message(record: dict[str, Any]) -> str:
     last = record.get("last_checkpoint")
     keep = f" The last checkpoint is kept: {last}; resume from the run folder." if last else " No checkpoint was saved."
-    return (f"The training process (pid {record.get('pid')}) ended without recording how: killed, out of memory, "
-            f"or the machine stopped.{keep}")  # fmt: skip
+    return (
+        f"The training process (pid {record.get('pid')}) ended without recording how: killed, out of memory, "
+        f"or the machine stopped.{keep}"
+    )
 
 
 def write_run(run_dir: str | os.PathLike, record: dict[str, Any]) -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from trainer import TrainerArgs
 from TTS.config.shared_configs import BaseDatasetConfig
 from TTS.tts.configs.xtts_config import XttsAudioConfig
 from TTS.tts.layers.xtts.trainer.gpt_trainer import GPTArgs, GPTTrainerConfig
-from trainer import TrainerArgs
 
 from utils.constants import MAX_CONDITIONING_SAMPLES, MAX_TEXT_TOKENS, MIN_CONDITIONING_SAMPLES
 from utils.data.validation import DatasetReport
@@ -27,10 +27,10 @@ from utils.text.frontend import TextFrontEnd
 from utils.training import distributed
 from utils.training.arguments import TrainArguments
 from utils.training.checkpoints import CheckpointWriter
+from utils.training.gpt_model import FineTuneGPTTrainer
 from utils.training.metrics import MetricsLogger
 from utils.training.optimizations import OptimizationReport, TrainingOptimizer
 from utils.training.run_record import TRAINER_CONFIG_FILE
-from utils.training.gpt_model import FineTuneGPTTrainer
 from utils.training.trainer import DivergenceGuard, FineTuneTrainer
 
 # Steps in a row with a NaN/inf loss before the run is declared diverged (FP16 skips a few by design).
@@ -93,14 +93,16 @@ def training_samples(report: DatasetReport, frontend: TextFrontEnd) -> Samples:
     """coqui sample dicts for train and eval, and (audio, duration) of the train rows, in one read."""
     samples = Samples([], [], [])
     for split, row, duration in report.iter_usable_splits():
-        (samples.train if split == "train" else samples.eval).append({
-            "text": frontend.apply(row.text),
-            "audio_file": row.audio_location,
-            "speaker_name": row.speaker_name or "speaker",
-            "root_path": str(Path(row.csv_file).parent),
-            "language": frontend.language,
-            "audio_unique_name": f"{Path(row.csv_file).stem}#{row.line}",
-        })  # fmt: skip
+        (samples.train if split == "train" else samples.eval).append(
+            {
+                "text": frontend.apply(row.text),
+                "audio_file": row.audio_location,
+                "speaker_name": row.speaker_name or "speaker",
+                "root_path": str(Path(row.csv_file).parent),
+                "language": frontend.language,
+                "audio_unique_name": f"{Path(row.csv_file).stem}#{row.line}",
+            }
+        )
         if split == "train":
             samples.train_durations.append((row.audio_location, duration))
     return samples
@@ -113,8 +115,14 @@ def _num_workers(requested: int) -> int:
     return min(4, max(1, cores // 2)) if detect_gpu().available else 0
 
 
-def _gpt_args(args: TrainArguments, base: BaseModel, checkpoint: Path, base_config: dict[str, Any],
-              vocab_path: Path, cache_dir: Path) -> GPTArgs:  # fmt: skip
+def _gpt_args(
+    args: TrainArguments,
+    base: BaseModel,
+    checkpoint: Path,
+    base_config: dict[str, Any],
+    vocab_path: Path,
+    cache_dir: Path,
+) -> GPTArgs:
     model_args = {k: v for k, v in base_config.get("model_args", {}).items() if k in GPTArgs.__dataclass_fields__}
     gpt_args = GPTArgs(**model_args)
     gpt_args.min_conditioning_length = MIN_CONDITIONING_SAMPLES
@@ -136,6 +144,18 @@ def lr_milestones(args: TrainArguments, steps_per_epoch: int) -> list[int]:
     return sorted({max(1, round(f * optimizer_steps)) for f in args.lr_milestones})
 
 
+def _dataset_config(args: TrainArguments, language: str) -> BaseDatasetConfig:
+    """coqui's record of the dataset (the samples themselves come from validate_dataset)."""
+    return BaseDatasetConfig(
+        formatter="coqui",
+        dataset_name="finetune",
+        path=str(Path(args.train_csv).parent),
+        meta_file_train=args.train_csv,
+        meta_file_val=args.eval_csv,
+        language=language,
+    )
+
+
 def make_gpt_config(
     args: TrainArguments,
     base: BaseModel,
@@ -152,25 +172,42 @@ def make_gpt_config(
     """coqui's GPTTrainerConfig for a run, and its learning-rate milestones in optimizer steps."""
     milestones = lr_milestones(args, steps_per_epoch)
     workers = _num_workers(args.num_workers)
-    dataset = BaseDatasetConfig(formatter="coqui", dataset_name="finetune", path=str(Path(args.train_csv).parent),
-                                meta_file_train=args.train_csv, meta_file_val=args.eval_csv, language=language)
     config = GPTTrainerConfig(
-        output_path=str(output_path), run_name=run_name, project_name="xtts-finetune",
+        output_path=str(output_path),
+        run_name=run_name,
+        project_name="xtts-finetune",
         model_args=_gpt_args(args, base, checkpoint, base_config, vocab_path, output_path / ".converted"),
-        audio=XttsAudioConfig(**base_config.get("audio", {})), languages=languages, datasets=[dataset],
-        epochs=args.num_epochs, batch_size=args.batch_size, eval_batch_size=args.batch_size,
-        num_loader_workers=workers, num_eval_loader_workers=workers, print_step=args.print_step,
+        audio=XttsAudioConfig(**base_config.get("audio", {})),
+        languages=languages,
+        datasets=[_dataset_config(args, language)],
+        epochs=args.num_epochs,
+        batch_size=args.batch_size,
+        eval_batch_size=args.batch_size,
+        num_loader_workers=workers,
+        num_eval_loader_workers=workers,
+        print_step=args.print_step,
         plot_step=1,  # every step reaches metrics.jsonl
-        log_model_step=10**9, save_step=args.save_step, save_n_checkpoints=args.save_n_checkpoints,
-        save_checkpoints=True, save_all_best=False, save_best_after=0, print_eval=False, run_eval=True,
-        optimizer="AdamW", optimizer_wd_only_on_weights=True,
+        log_model_step=10**9,
+        save_step=args.save_step,
+        save_n_checkpoints=args.save_n_checkpoints,
+        save_checkpoints=True,
+        save_all_best=False,
+        save_best_after=0,
+        print_eval=False,
+        run_eval=True,
+        optimizer="AdamW",
+        optimizer_wd_only_on_weights=True,
         optimizer_params={"betas": [0.9, 0.96], "eps": 1e-8, "weight_decay": args.weight_decay},
-        lr=args.learning_rate, lr_scheduler="MultiStepLR",
+        lr=args.learning_rate,
+        lr_scheduler="MultiStepLR",
         lr_scheduler_params={"milestones": milestones, "gamma": 0.5, "last_epoch": -1},
         # Milestones count optimizer steps: the trainer steps the scheduler after each optimizer
         # step only when this is False (coqui's recipe left it True, so its milestones counted epochs).
-        scheduler_after_epoch=False, grad_clip=args.grad_clip, training_seed=args.seed, test_sentences=[],
-    )  # fmt: skip
+        scheduler_after_epoch=False,
+        grad_clip=args.grad_clip,
+        training_seed=args.seed,
+        test_sentences=[],
+    )
     return config, milestones
 
 
@@ -178,8 +215,14 @@ def build_model(args: TrainArguments, config: GPTTrainerConfig, vocab: VocabChoi
     """coqui's GPTTrainer with the run's vocab and the optimizations applied."""
     model = FineTuneGPTTrainer(config)
     vocab.adapt_model(model)
-    optimizer = TrainingOptimizer(args.enable_grad_checkpoint, args.enable_sdpa, args.enable_mixed_precision,
-                                  args.precision, enable_tf32=args.enable_tf32, optimizer=args.optimizer)  # fmt: skip
+    optimizer = TrainingOptimizer(
+        args.enable_grad_checkpoint,
+        args.enable_sdpa,
+        args.enable_mixed_precision,
+        args.precision,
+        enable_tf32=args.enable_tf32,
+        optimizer=args.optimizer,
+    )
     return model, optimizer.apply(model, config)
 
 
@@ -187,30 +230,51 @@ def inference_config(base_config: dict[str, Any], vocab: VocabChoice) -> dict[st
     """The config.json of `ready/`: the base model's, with the run's languages and vocab size."""
     config = dict(base_config)
     config["languages"] = vocab.languages
-    config["model_args"] = {**base_config.get("model_args", {}), "tokenizer_file": "",
-                            "gpt_number_text_tokens": vocab.size}  # fmt: skip
+    config["model_args"] = {
+        **base_config.get("model_args", {}),
+        "tokenizer_file": "",
+        "gpt_number_text_tokens": vocab.size,
+    }
     return config
 
 
-def build_trainer(args: TrainArguments, config: GPTTrainerConfig, model: Any, samples: Samples, run_dir: Path,
-                  resume: Path | None, metrics: MetricsLogger, should_stop: Any,
-                  on_checkpoint: Any = None) -> FineTuneTrainer:  # fmt: skip
+def build_trainer(
+    args: TrainArguments,
+    config: GPTTrainerConfig,
+    model: Any,
+    samples: Samples,
+    run_dir: Path,
+    resume: Path | None,
+    metrics: MetricsLogger,
+    should_stop: Any,
+    on_checkpoint: Any = None,
+) -> FineTuneTrainer:
     """coqui's Trainer in `run_dir`, reporting to `metrics`, stopping on request or on a diverged loss.
     `resume` is the run folder or the checkpoint in it to continue from (None for a new run)."""
     if resume and distributed.is_main_process():
         # The trainer reloads config.json from the run folder on resume: make it this call's config.
         write_json_atomic(run_dir / TRAINER_CONFIG_FILE, config.to_dict(), indent=4)
     trainer = FineTuneTrainer(
-        TrainerArgs(continue_path=str(run_dir) if resume else "", grad_accum_steps=args.grad_acumm,
-                    rank=distributed.rank()),  # coqui saves and logs where rank == 0 only
-        config, output_path=str(run_dir.parent), model=model, train_samples=samples.train,
-        eval_samples=samples.eval, parse_command_line_args=False, should_stop=should_stop,
-        run_dir=None if resume else run_dir, dashboard_logger=metrics,
+        TrainerArgs(
+            continue_path=str(run_dir) if resume else "", grad_accum_steps=args.grad_acumm, rank=distributed.rank()
+        ),  # coqui saves and logs where rank == 0 only
+        config,
+        output_path=str(run_dir.parent),
+        model=model,
+        train_samples=samples.train,
+        eval_samples=samples.eval,
+        parse_command_line_args=False,
+        should_stop=should_stop,
+        run_dir=None if resume else run_dir,
+        dashboard_logger=metrics,
         restore_from=resume if resume and resume.is_file() else None,
         checkpoints=CheckpointWriter(run_dir, args.save_n_checkpoints, on_checkpoint),
-        callbacks={"on_train_step_start": metrics.on_train_step_start, "on_train_step_end": metrics.on_train_step_end,
-                   "on_train_epoch_start": metrics.on_train_epoch_start},
-    )  # fmt: skip
+        callbacks={
+            "on_train_step_start": metrics.on_train_step_start,
+            "on_train_step_end": metrics.on_train_step_end,
+            "on_train_epoch_start": metrics.on_train_epoch_start,
+        },
+    )
     trainer.callbacks.callbacks_on_train_step_end.append(DivergenceGuard(metrics, NONFINITE_STEPS_LIMIT))
     return trainer
 
@@ -231,22 +295,42 @@ def build_training_setup(
     source = model_source(args, base)
     samples = training_samples(report, frontend)
     texts = [s["text"] for s in samples.train + samples.eval]
-    vocab = prepare_vocab(source.vocab, source.config, frontend.language, texts, run_dir.parent,
-                          args.vocab_new_tokens, run_vocab=run_dir / VOCAB_FILE if resume else None)  # fmt: skip
+    vocab = prepare_vocab(
+        source.vocab,
+        source.config,
+        frontend.language,
+        texts,
+        run_dir.parent,
+        args.vocab_new_tokens,
+        run_vocab=run_dir / VOCAB_FILE if resume else None,
+    )
     steps_per_epoch = distributed.steps_per_epoch(len(samples.train), args.batch_size)
     config, milestones = make_gpt_config(
-        args, base, checkpoint=source.checkpoint, base_config=source.config,
+        args,
+        base,
+        checkpoint=source.checkpoint,
+        base_config=source.config,
         vocab_path=source.vocab,  # the checkpoint's shapes; adapt_model grows them to the run's vocab
-        languages=vocab.languages, language=frontend.language, steps_per_epoch=steps_per_epoch,
-        output_path=run_dir.parent, run_name=run_dir.name,
-    )  # fmt: skip
+        languages=vocab.languages,
+        language=frontend.language,
+        steps_per_epoch=steps_per_epoch,
+        output_path=run_dir.parent,
+        run_name=run_dir.name,
+    )
     model, optimizations = build_model(args, config, vocab)
     trainer = build_trainer(args, config, model, samples, run_dir, resume, metrics, should_stop, on_checkpoint)
     metrics.trainer = trainer
     if distributed.is_main_process():  # the only writer of the run folder
         vocab.copy_into(run_dir)
     return TrainingSetup(
-        trainer=trainer, metrics=metrics, report=optimizations, steps_per_epoch=steps_per_epoch,
-        total_steps=args.num_epochs * steps_per_epoch, lr_milestones=milestones, inference_config=inference_config(source.config, vocab),
-        vocab_path=vocab.path, train_durations=samples.train_durations, vocab_info=vocab.info,
-    )  # fmt: skip
+        trainer=trainer,
+        metrics=metrics,
+        report=optimizations,
+        steps_per_epoch=steps_per_epoch,
+        total_steps=args.num_epochs * steps_per_epoch,
+        lr_milestones=milestones,
+        inference_config=inference_config(source.config, vocab),
+        vocab_path=vocab.path,
+        train_durations=samples.train_durations,
+        vocab_info=vocab.info,
+    )

@@ -40,7 +40,6 @@ from utils.training.run_record import RunStatus
 log = logging.getLogger(__name__)
 
 
-
 class StopTraining(Exception):
     """Raised from a step callback to end the run at a step boundary (the UI's Stop button)."""
 
@@ -79,9 +78,15 @@ class FineTuneTrainer(Trainer):
     loss raises TrainingDiverged. `stop_checkpoint` is the checkpoint saved on stop or interrupt.
     """
 
-    def __init__(self, *args, should_stop: Callable[[], bool] | None = None, run_dir: Path | None = None,
-                 restore_from: Path | None = None, checkpoints: CheckpointWriter | None = None,
-                 **kwargs) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *args,
+        should_stop: Callable[[], bool] | None = None,
+        run_dir: Path | None = None,
+        restore_from: Path | None = None,
+        checkpoints: CheckpointWriter | None = None,
+        **kwargs,
+    ) -> None:
         self._restore_from = restore_from
         handlers_before = set(logging.getLogger("trainer").handlers)
         with _construction_hooks(run_dir):
@@ -165,17 +170,24 @@ class FineTuneTrainer(Trainer):
         if self.choose_best is not None:
             self.choose_best(self)
             return
-        loss = {"train_loss": self._pick_target_avg_loss(self.keep_avg_train) or float("inf"),
-                "eval_loss": self._pick_target_avg_loss(self.keep_avg_eval)}  # fmt: skip
-        key = "eval_loss" if loss["eval_loss"] is not None and self.best_loss.get("eval_loss") is not None else "train_loss"
-        if loss[key] is not None and loss[key] < self.best_loss[key]:
-            if self.checkpoints.save_best(self, self.total_steps_done, loss) is not None:
-                self.best_loss = loss
+        loss = {
+            "train_loss": self._pick_target_avg_loss(self.keep_avg_train) or float("inf"),
+            "eval_loss": self._pick_target_avg_loss(self.keep_avg_eval),
+        }
+        key = (
+            "eval_loss"
+            if loss["eval_loss"] is not None and self.best_loss.get("eval_loss") is not None
+            else "train_loss"
+        )
+        better = loss[key] is not None and loss[key] < self.best_loss[key]
+        if better and self.checkpoints.save_best(self, self.total_steps_done, loss) is not None:
+            self.best_loss = loss
 
     def eval_step(self, batch: dict[str, Any], step: int) -> tuple[Any, Any]:
         """coqui's evaluation ran in full precision even when training used autocast; it runs as training does."""
-        device, dtype = self._get_autocast_args(mixed_precision=self.config.mixed_precision,
-                                                precision=self.config.precision)  # fmt: skip
+        device, dtype = self._get_autocast_args(
+            mixed_precision=self.config.mixed_precision, precision=self.config.precision
+        )
         with torch.autocast(device_type=device, dtype=dtype, enabled=self.config.mixed_precision):
             return super().eval_step(batch, step)
 

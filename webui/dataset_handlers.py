@@ -1,0 +1,294 @@
+"""The Dataset tab's handlers: check a dataset (typed, uploaded or zipped), transcribe recordings, check transcripts
+and audio, prepare a clean copy. Each confines its paths and calls the same functions a notebook calls."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from utils.audio.io import AudioError, load_audio
+from utils.data.csv_reader import AUDIO_EXTENSIONS
+from utils.data.prepare import prepare_dataset, preview_rows
+from utils.data.row_checks import outside_roots
+from utils.data.validation import DatasetReport, check_options, validate_dataset
+from utils.text.languages import canonical_language, whisper_language
+from utils.training.text_checks import text_check_options
+from webui import form, quality_view
+from webui.context import UIContext
+
+PREVIEW_PLAYERS = 3
+CHECK_PLAYERS = 3  # the worst flagged rows, played
+PREVIEW_SECONDS = 12
+PROBLEM_COLUMNS = ["csv_file", "line", "audio_file", "severity", "reason"]
+UPLOADS_FOLDER = "uploads"  # extracted zips, one folder per zip content, under the datasets folder
+
+
+def _path_of(upload: Any, typed: str) -> str:
+    """An uploaded file wins over a typed path; both may be empty."""
+    if upload:
+        return str(upload if isinstance(upload, str) else getattr(upload, "name", upload))
+    return (typed or "").strip()
+
+
+def histogram_labels(edges: list[int]) -> list[str]:
+    return [f"{e}-{e + 1} s" if i < len(edges) - 1 else f"{e}+ s" for i, e in enumerate(edges)]
+
+
+def report_tables(report: DatasetReport) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+    problems = pd.DataFrame(report.problems_table(), columns=PROBLEM_COLUMNS)
+    if not problems.empty:
+        problems["csv_file"] = problems["csv_file"].map(lambda p: Path(p).name if p else "")
+    edges, counts = report.histogram["edges_s"], report.histogram["counts"]
+    labels = histogram_labels(edges)
+    histogram = pd.DataFrame({"seconds": labels, "clips": counts})
+    state = "Ready to train" if report.ok else "Not ready to train"
+    summary = f"### {state}\n\n" + report.summary().replace("\n", "  \n")
+    return summary, problems, histogram
+
+
+def _preview(csv_path: str, report: DatasetReport, roots: tuple[Path, ...]) -> tuple[pd.DataFrame, list[Any]]:
+    rows = preview_rows(csv_path, count=8, layout=report.layouts.get(str(Path(csv_path))))
+    table = pd.DataFrame(
+        [{"line": r.line, "audio_file": r.audio_file, "text": r.text, "speaker": r.speaker_name} for r in rows],
+        columns=["line", "audio_file", "text", "speaker"],
+    )
+    players = []
+    for row in rows:
+        if len(players) == PREVIEW_PLAYERS:
+            break
+        if not row.audio_location.lower().endswith(AUDIO_EXTENSIONS) or outside_roots(row.audio_location, roots):
+            continue
+        try:  # only what is played: a row may name an hour-long file
+            wav, rate = load_audio(row.audio_location, seconds=PREVIEW_SECONDS)
+        except AudioError:
+            continue
+        # Decoded samples, not the file: only audio leaves the server, never a file a row names.
+        players.append(
+            gr.update(
+                value=(rate, wav[: rate * PREVIEW_SECONDS]), visible=True, label=f"line {row.line}: {row.text[:60]}"
+            )
+        )
+    players += [gr.update(value=None, visible=False)] * (PREVIEW_PLAYERS - len(players))
+    return table, players
+
+
+def _check_options(version: str, language: str, use_g2p: bool) -> dict[str, Any]:
+    """The text checks the Fine-tune tab's run will apply (front end, vocab), for the same verdict."""
+    try:
+        return text_check_options(version or "tiny", language, bool(use_g2p))
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+
+
+def validate_handler(
+    ctx: UIContext,
+    train_upload,
+    train_path,
+    eval_upload,
+    eval_path,
+    language,
+    max_seconds,
+    version="tiny",
+    use_g2p=False,
+    progress=gr.Progress(),
+):
+    """Check the dataset; returns the summary, tables, preview and the CSV paths for the Fine-tune tab."""
+    try:
+        train_csv = str(ctx.roots.dataset_file(_path_of(train_upload, train_path), "train CSV"))
+        eval_given = _path_of(eval_upload, eval_path)
+        eval_csv = str(ctx.roots.dataset_file(eval_given, "eval CSV")) if eval_given else ""
+        roots = ctx.roots.audio_roots(train_csv, eval_csv)
+        report = validate_dataset(
+            train_csv,
+            eval_csv or None,
+            language,
+            form.from_display("max_audio_length", float(max_seconds)),
+            progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
+            audio_roots=roots,
+            **_check_options(version, language, use_g2p),
+        )
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+    summary, problems, histogram = report_tables(report)
+    missing = sum(
+        n for reason, n in report.problem_counts.items() if reason.startswith(("Audio not found", "Audio path"))
+    )
+    if train_upload and missing and missing >= report.rows_read / 2:
+        summary += (
+            "\n\n**The audio was not found next to the uploaded CSV.** An uploaded CSV arrives alone, so "
+            "paths relative to its folder cannot resolve: type the CSV's path on this machine instead, "
+            "or upload a zip of the CSV with its audio."
+        )
+    table, players = _preview(train_csv, report, roots)
+    return (
+        summary,
+        problems,
+        histogram,
+        table,
+        *players,
+        train_csv,
+        eval_csv,
+        canonical_language(language),
+        report.train_count,
+    )
+
+
+def zip_handler(ctx: UIContext, zip_upload, language, max_seconds, version="tiny", use_g2p=False):
+    """Extract an uploaded zip (safely, once per content) under the datasets folder and validate its metadata
+    CSV. The options are checked before anything is extracted; a refused zip leaves nothing on disk."""
+    from utils.data.safe_zip import UnsafeArchiveError
+    from utils.data.uploads import extract_upload
+
+    if not zip_upload:
+        raise gr.Error("Upload a .zip holding your audio and a metadata CSV first.")
+    try:
+        check_options(language, form.from_display("max_audio_length", float(max_seconds)))
+        source = ctx.roots.dataset_file(_path_of(zip_upload, ""), "zip")
+        upload = extract_upload(source, ctx.datasets_dir / UPLOADS_FOLDER)
+    except UnsafeArchiveError as exc:
+        raise gr.Error(f"The zip was refused: {exc}") from exc
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+    except OSError as exc:  # a full disk, an unreadable upload: extract_upload removed what it wrote
+        raise gr.Error(f"The zip could not be extracted: {exc}") from exc
+    return validate_handler(
+        ctx, None, str(upload.train_csv), None, str(upload.eval_csv or ""), language, max_seconds, version, use_g2p
+    )
+
+
+def prepared_folder(ctx: UIContext, name: str, language: str) -> Path:
+    """The datasets/ sub-folder for a prepared dataset name; refuses names that would leave it."""
+    name = (name or "").strip() or f"prepared-{canonical_language(language)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name) or ".." in name:
+        raise gr.Error(
+            "A prepared dataset name uses letters, digits, '-', '_' and '.', and starts with a letter or digit."
+        )
+    return ctx.datasets_dir / name
+
+
+def check_handler(
+    ctx: UIContext,
+    train_csv,
+    eval_csv,
+    language,
+    max_seconds,
+    whisper_model,
+    threshold,
+    progress=gr.Progress(),
+):
+    """Transcribe and measure the checked dataset's rows: (summary, flagged rows worst first as an editable table,
+    their CSV texts by audio_file for Prepare, players of the worst rows)."""
+    from utils.quality.asr import transcriber_or_reason
+    from utils.quality.dataset_check import check_dataset
+
+    if not train_csv:
+        raise gr.Error("Check a dataset first (its CSV path is then filled in).")
+    try:
+        train_csv = ctx.roots.dataset_file(train_csv, "train CSV")
+        eval_csv = ctx.roots.dataset_file(eval_csv, "eval CSV") if eval_csv else None
+        transcriber, why = transcriber_or_reason(
+            ctx.roots.whisper_model(whisper_model), device="cpu", compute_type="int8"
+        )
+        check = check_dataset(
+            train_csv,
+            eval_csv,
+            language,
+            transcriber=transcriber,
+            no_transcriber_reason=why,
+            threshold=float(threshold),
+            max_audio_length=form.from_display("max_audio_length", float(max_seconds)),
+            progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
+        )
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+    players = []
+    for row in check.flagged[:CHECK_PLAYERS]:
+        try:  # decoded samples of a row the check read: never a file the page names
+            wav, rate = load_audio(row.audio, None, seconds=PREVIEW_SECONDS)
+        except AudioError:
+            continue
+        players.append(gr.update(value=(rate, wav), visible=True, label=f"{row.audio_file}: {row.problems[0][:60]}"))
+    players += [gr.update(value=None, visible=False)] * (CHECK_PLAYERS - len(players))
+    originals = {row.audio_file: row.text for row in check.flagged}
+    summary = check.summary() + (
+        "\n\nTick **exclude** or edit **text** in the table, then Prepare: the changes go into the prepared copy only."
+        if check.flagged
+        else ""
+    )
+    return (summary, quality_view.check_frame(check), originals, *players)
+
+
+def prepare_handler(
+    ctx: UIContext,
+    train_csv,
+    eval_csv,
+    language,
+    max_seconds,
+    name,
+    version="tiny",
+    use_g2p=False,
+    check_table=None,
+    originals=None,
+    progress=gr.Progress(),
+):
+    """Prepare the checked dataset, with the exclusions and corrections made in the check table."""
+    if not train_csv:
+        raise gr.Error("Check a dataset first (its CSV path is then filled in).")
+    folder = prepared_folder(ctx, name, language)
+    exclude, corrections = quality_view.edits_from_table(check_table, originals)
+    try:
+        train_csv = ctx.roots.dataset_file(train_csv, "train CSV")
+        eval_csv = ctx.roots.dataset_file(eval_csv, "eval CSV") if eval_csv else None
+        prepared = prepare_dataset(
+            train_csv,
+            folder,
+            eval_csv,
+            language,
+            form.from_display("max_audio_length", float(max_seconds)),
+            exclude=exclude,
+            corrections=corrections,
+            progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
+            audio_roots=ctx.roots.audio_roots(train_csv, eval_csv),
+            **_check_options(version, language, use_g2p),
+        )
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+    return (
+        f"{prepared.summary()}\n\nThe Fine-tune tab now trains on it.",
+        str(prepared.train_csv),
+        str(prepared.eval_csv),
+        prepared.kept_train + prepared.added_train,
+    )
+
+
+def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, speaker, progress=gr.Progress()):
+    from utils.data.recordings import transcribe_recordings
+    from utils.data.transcription import TranscriberUnavailable
+    from utils.quality.asr import get_transcriber
+
+    try:
+        paths = [str(ctx.roots.dataset_file(_path_of(f, ""), "recording")) for f in (recordings or [])]
+        model = ctx.roots.whisper_model(whisper_model or "large-v3")
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from exc
+    if not paths:
+        raise gr.Error("Upload one or more long recordings first.")
+    out = ctx.datasets_dir / f"transcribed-{time.strftime('%Y%m%d-%H%M%S')}"
+    lang = canonical_language(language)
+    try:
+        csv_path = transcribe_recordings(
+            paths,
+            out,
+            get_transcriber(model),  # loaded once per process, reused by every click
+            language=whisper_language(lang),
+            speaker_name=speaker or "speaker",
+            progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
+        )
+    except (TranscriberUnavailable, ValueError) as exc:
+        raise gr.Error(str(exc)) from exc
+    return str(csv_path)
