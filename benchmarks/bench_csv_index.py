@@ -28,14 +28,57 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from utils.data.csv_index import CsvRowIndex  # noqa: E402
+from utils.data.csv_index import CsvRowIndex
 
 MIB = 1024 * 1024
-WORDS = (
-    "the voice model learns from clear recordings of natural speech and short pauses between "
-    "sentences so that every clip has one speaker reading a line of text at an even pace while "
-    "the microphone stays close and the room stays quiet during the whole session today"
-).split()
+WORDS = [
+    "the",
+    "voice",
+    "model",
+    "learns",
+    "from",
+    "clear",
+    "recordings",
+    "of",
+    "natural",
+    "speech",
+    "and",
+    "short",
+    "pauses",
+    "between",
+    "sentences",
+    "so",
+    "that",
+    "every",
+    "clip",
+    "has",
+    "one",
+    "speaker",
+    "reading",
+    "a",
+    "line",
+    "of",
+    "text",
+    "at",
+    "an",
+    "even",
+    "pace",
+    "while",
+    "the",
+    "microphone",
+    "stays",
+    "close",
+    "and",
+    "the",
+    "room",
+    "stays",
+    "quiet",
+    "during",
+    "the",
+    "whole",
+    "session",
+    "today",
+]
 
 
 def maxrss_bytes() -> int:
@@ -61,10 +104,12 @@ def generate(path: Path, rows: int, seed: int = 0, batch: int = 10_000) -> None:
         f.write("audio_file|text|speaker_name\n")
         for first in range(0, rows, batch):
             # One batch of lines at a time: memory stays at one batch whatever N is.
-            f.write("".join(
-                f"wavs/clip_{i:07d}.wav|{sentence(rng)}|speaker_{i % 8}\n"
-                for i in range(first, min(rows, first + batch))
-            ))
+            f.write(
+                "".join(
+                    f"wavs/clip_{i:07d}.wav|{sentence(rng)}|speaker_{i % 8}\n"
+                    for i in range(first, min(rows, first + batch))
+                )
+            )
 
 
 class RssSampler:
@@ -82,7 +127,7 @@ class RssSampler:
             self.peak = max(self.peak, self.proc.memory_info().rss)
             time.sleep(self.interval_s)
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self.start_rss = self.proc.memory_info().rss
         self.peak = self.start_rss
         self._thread.start()
@@ -100,8 +145,9 @@ def measure(name, fn, count, baseline, results):
         t0 = time.perf_counter()
         out = fn()
         dt = time.perf_counter() - t0
-    results.append((name, dt, count / dt if dt > 0 else float("inf"), s.start_rss, s.peak,
-                    s.peak - baseline, maxrss_bytes()))
+    results.append(
+        (name, dt, count / dt if dt > 0 else float("inf"), s.start_rss, s.peak, s.peak - baseline, maxrss_bytes())
+    )
     return out
 
 
@@ -151,14 +197,18 @@ def main(argv: list[str] | None = None) -> None:
         index_size = idx.cache_path.stat().st_size
         idx.close()
 
-        print(f"rows: {args.rows:,}   csv: {csv.stat().st_size / MIB:,.1f} MiB   "
-              f"index: {index_size / MIB:,.1f} MiB   generated in {gen_s:.1f} s (streamed)")
+        print(
+            f"rows: {args.rows:,}   csv: {csv.stat().st_size / MIB:,.1f} MiB   "
+            f"index: {index_size / MIB:,.1f} MiB   generated in {gen_s:.1f} s (streamed)"
+        )
         print(f"baseline RSS after generating: {baseline / MIB:,.1f} MiB")
         head = ("phase", "seconds", "rows/s", "RSS start", "peak RSS", "peak-baseline", "ru_maxrss")
         print(f"{head[0]:<26}{head[1]:>9}{head[2]:>14}{head[3]:>11}{head[4]:>10}{head[5]:>15}{head[6]:>11}")
         for name, dt, rate, start, peak, delta, maxrss in results:
-            print(f"{name:<26}{dt:>9.3f}{rate:>14,.0f}{start / MIB:>10.1f}M{peak / MIB:>9.1f}M"
-                  f"{delta / MIB:>14.1f}M{maxrss / MIB:>10.1f}M")
+            print(
+                f"{name:<26}{dt:>9.3f}{rate:>14,.0f}{start / MIB:>10.1f}M{peak / MIB:>9.1f}M"
+                f"{delta / MIB:>14.1f}M{maxrss / MIB:>10.1f}M"
+            )
 
 
 if __name__ == "__main__":

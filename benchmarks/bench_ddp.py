@@ -30,10 +30,20 @@ from utils.gpt_train import train_gpt
 
 def run_once(devices: str, csv_path: Path, output: Path, options: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
-    result = train_gpt(version=options.version, language="en", num_epochs=options.epochs, batch_size=options.batch_size,
-                       grad_acumm=1, train_csv=str(csv_path), output_path=str(output), save_step=10**6,
-                       enable_mixed_precision=detect_gpu().available, num_workers=-1, print_step=10**6,
-                       devices=devices)  # fmt: skip
+    result = train_gpt(
+        version=options.version,
+        language="en",
+        num_epochs=options.epochs,
+        batch_size=options.batch_size,
+        grad_acumm=1,
+        train_csv=str(csv_path),
+        output_path=str(output),
+        save_step=10**6,
+        enable_mixed_precision=detect_gpu().available,
+        num_workers=-1,
+        print_step=10**6,
+        devices=devices,
+    )
     wall = time.perf_counter() - started
     train = [r for r in read_jsonl(Path(result.run_dir) / "metrics.jsonl") if r["type"] == "train"]
     timed = train[options.warmup :] or train
@@ -43,8 +53,9 @@ def run_once(devices: str, csv_path: Path, output: Path, options: argparse.Names
         "steps": len(train),
         "step_s": statistics.median(r["step_time"] for r in timed),
         "samples_s": statistics.median(r["samples_per_sec"] for r in timed),
-        "peak_gpu_mb": [max(ranks[i].get("gpu_peak_allocated_mb") or 0.0 for ranks in per_rank)
-                        for i in range(len(per_rank[-1]))],  # fmt: skip
+        "peak_gpu_mb": [
+            max(ranks[i].get("gpu_peak_allocated_mb") or 0.0 for ranks in per_rank) for i in range(len(per_rank[-1]))
+        ],
         "wall_s": wall,
     }
 
@@ -64,15 +75,20 @@ def main() -> int:
         rows = [run_once(devices, csv_path, Path(folder) / "out", options) for devices in ("", options.devices)]
     gpu = detect_gpu()
     gpus = f" x{gpu.device_count}" if gpu.available else ""
-    print(f"\nDevice: {gpu.summary()}{gpus}; {platform.processor() or platform.machine()}; "
-          f"model {options.version}, batch {options.batch_size} per process, {options.epochs} epochs")  # fmt: skip
-    print(f"{'devices':<16}{'steps':>7}{'step s':>9}{'samples/s':>11}{'speed-up':>10}{'wall s':>9}  "
-          "peak GPU MB per rank")
+    print(
+        f"\nDevice: {gpu.summary()}{gpus}; {platform.processor() or platform.machine()}; "
+        f"model {options.version}, batch {options.batch_size} per process, {options.epochs} epochs"
+    )
+    print(
+        f"{'devices':<16}{'steps':>7}{'step s':>9}{'samples/s':>11}{'speed-up':>10}{'wall s':>9}  peak GPU MB per rank"
+    )
     for row in rows:
         speedup = row["samples_s"] / rows[0]["samples_s"]
         peaks = ", ".join(f"{p:.0f}" for p in row["peak_gpu_mb"]) if gpu.available else "-"
-        print(f"{row['devices']:<16}{row['steps']:>7}{row['step_s']:>9.3f}{row['samples_s']:>11.2f}{speedup:>9.2f}x"
-              f"{row['wall_s']:>9.1f}  {peaks}")  # fmt: skip
+        print(
+            f"{row['devices']:<16}{row['steps']:>7}{row['step_s']:>9.3f}{row['samples_s']:>11.2f}{speedup:>9.2f}x"
+            f"{row['wall_s']:>9.1f}  {peaks}"
+        )
     return 0
 
 

@@ -41,15 +41,28 @@ ROWS = [
     ("all three + leaner steps (train_gpt's default)", dict.fromkeys(FLAGS, True)),
     ("+ 8-bit AdamW (bitsandbytes)", {**dict.fromkeys(FLAGS, True), "optimizer": "adamw_8bit"}),
 ]
-COLUMNS = ("weights", "gradients", "optimizer_state", "activations", "optimizer_temporaries", "frozen_models",
-           "cuda_overhead")  # fmt: skip
+COLUMNS = (
+    "weights",
+    "gradients",
+    "optimizer_state",
+    "activations",
+    "optimizer_temporaries",
+    "frozen_models",
+    "cuda_overhead",
+)
 
 
 def plan_rows(args: argparse.Namespace) -> list[dict]:
     rows = []
     for name, options in ROWS:
-        keywords = {**dict.fromkeys(FLAGS, False), **options, "version": args.version, "grad_acumm": args.grad_acumm,
-                    "max_audio_length": args.max_audio_length, "precision": "bf16"}  # fmt: skip
+        keywords = {
+            **dict.fromkeys(FLAGS, False),
+            **options,
+            "version": args.version,
+            "grad_acumm": args.grad_acumm,
+            "max_audio_length": args.max_audio_length,
+            "precision": "bf16",
+        }
         if args.models_dir:
             keywords["models_dir"] = args.models_dir
         for batch in args.batches:
@@ -61,16 +74,21 @@ def plan_rows(args: argparse.Namespace) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    header = ("| configuration | batch | peak (GiB) | phase | " + " | ".join(c.replace("_", " ") for c in COLUMNS)
-              + " | vs baseline | time (s) |")  # fmt: skip
+    header = (
+        "| configuration | batch | peak (GiB) | phase | "
+        + " | ".join(c.replace("_", " ") for c in COLUMNS)
+        + " | vs baseline | time (s) |"
+    )
     lines = [header, "|" + "---|" * (len(COLUMNS) + 6)]
     baseline = {r["estimate"].batch_size: r["estimate"].peak_gib for r in rows if r["name"].startswith("baseline")}
     for r in rows:
         e = r["estimate"]
         parts = " | ".join(f"{e.breakdown_gib[c]:.2f}" for c in COLUMNS)
         ratio = e.peak_gib / baseline[e.batch_size]
-        lines.append(f"| {r['name']} | {e.batch_size} | **{e.peak_gib:.2f}** | {e.peak_phase} | {parts} | {ratio:.0%} "
-                     f"| {r['seconds']:.1f} |")  # fmt: skip
+        lines.append(
+            f"| {r['name']} | {e.batch_size} | **{e.peak_gib:.2f}** | {e.peak_phase} | {parts} | {ratio:.0%} "
+            f"| {r['seconds']:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -92,19 +110,36 @@ def cpu_check() -> str:
         build_model_folder(models / "mid", layers=6, width=384, heads=6)
         for version, checkpoint, sdpa in (("tiny", False, False), ("mid", False, True), ("mid", True, True)):
             models_dir = models if version == "mid" else None
-            measured, shapes = real_cpu_step(version, Path(folder) / f"{version}-{checkpoint}", 4,
-                                             grad_checkpoint=checkpoint, sdpa=sdpa, models_dir=models_dir)  # fmt: skip
+            measured, shapes = real_cpu_step(
+                version,
+                Path(folder) / f"{version}-{checkpoint}",
+                4,
+                grad_checkpoint=checkpoint,
+                sdpa=sdpa,
+                models_dir=models_dir,
+            )
             arch = resolve_architecture(version, str(models_dir) if models_dir else None)
-            settings = StepSettings(arch, shapes["batch_size"], shapes["audio_samples"], shapes["text_tokens"],
-                                    shapes["conditioning_samples"], checkpoint, sdpa, "fp32", target="cpu")  # fmt: skip
+            settings = StepSettings(
+                arch,
+                shapes["batch_size"],
+                shapes["audio_samples"],
+                shapes["text_tokens"],
+                shapes["conditioning_samples"],
+                checkpoint,
+                sdpa,
+                "fp32",
+                target="cpu",
+            )
             trace = trace_step(settings)
             planned = sum(trace.peak()[1].values())
             step_part = planned - measured.resident_bytes
             name = "tiny (2 x 64)" if version == "tiny" else "mid (6 x 384)"
-            lines.append(f"| {name} | {shapes['batch_size']} | {checkpoint} | {sdpa} | "
-                         f"{measured.peak_bytes / 2**20:.1f} | {measured.step_peak_bytes / 2**20:.1f} | "
-                         f"{planned / 2**20:.1f} | {planned / measured.peak_bytes - 1:+.1%} | "
-                         f"{step_part / measured.step_peak_bytes - 1:+.1%} |")  # fmt: skip
+            lines.append(
+                f"| {name} | {shapes['batch_size']} | {checkpoint} | {sdpa} | "
+                f"{measured.peak_bytes / 2**20:.1f} | {measured.step_peak_bytes / 2**20:.1f} | "
+                f"{planned / 2**20:.1f} | {planned / measured.peak_bytes - 1:+.1%} | "
+                f"{step_part / measured.step_peak_bytes - 1:+.1%} |"
+            )
             print(lines[-1], flush=True)
     return "\n".join(lines)
 
@@ -148,12 +183,17 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for batch in args.batches:
         if batch in all_three and batch in baseline:
-            text.append(f"- batch {batch}: all three with the leaner steps use "
-                        f"{all_three[batch].peak_gib / baseline[batch].peak_gib:.0%} of the baseline's peak.")  # fmt: skip
+            text.append(
+                f"- batch {batch}: all three with the leaner steps use "
+                f"{all_three[batch].peak_gib / baseline[batch].peak_gib:.0%} of the baseline's peak."
+            )
     for estimate in every:
         target = f" ({'under' if estimate.peak_gib < 7.0 else 'over'} 7.0 GiB)" if estimate.batch_size == 2 else ""
-        text.append(f"- every saving (with 8-bit AdamW) at batch {estimate.batch_size}: {estimate.peak_gib:.2f} GiB{target}; needs "
-                    f"{estimate.required_bytes / GIB:.2f} GiB free with the safety margin.")  # fmt: skip
+        text.append(
+            f"- every saving (with 8-bit AdamW) at batch {estimate.batch_size}: "
+            f"{estimate.peak_gib:.2f} GiB{target}; needs "
+            f"{estimate.required_bytes / GIB:.2f} GiB free with the safety margin."
+        )
     if args.cpu_check:
         text += ["", "Planner vs the CPU allocator (real CPU training steps of the product, FP32):", "", cpu_check()]
     output = "\n".join(text) + "\n"
