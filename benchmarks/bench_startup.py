@@ -148,7 +148,7 @@ def summary(timeline: Timeline) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="The tiny model instead of the full-size one.")
     parser.add_argument(
@@ -173,7 +173,39 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="Drop the model files from the page cache first (a first run after boot reads them from the disk).",
     )
-    opts = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def report(opts: argparse.Namespace, timeline: Timeline, run: dict[str, Any]) -> str:
+    """The markdown: what ran, on what, the timeline and the disk use."""
+    page_cache = "dropped from the page cache first (read from the disk)" if opts.cold else "possibly in the page cache"
+    return "\n".join(
+        [
+            f"Device: {timeline.machine or common.machine()}; "
+            f"load average {run['load_before']} before, {common.load_average()} after  ",
+            f"Model: {'tiny' if opts.tiny else 'XTTS v2 at full size, random weights'} ({run['model']}); "
+            f"{opts.train_rows} train + 2 eval clips of 10.8-11.5 s; batch {opts.batch}, grad_acumm 1, "
+            f"{opts.epochs} epoch(s), train_gpt's other defaults ({run['status']})  ",
+            f"{', '.join(f'{k} {v}' for k, v in common.library_versions().items())}; {common.now()}  ",
+            f"Command: `python {' '.join(sys.argv)}`",
+            "",
+            f"Importing utils.gpt_train took {run['import_s']:.1f} s (before the call, not counted). "
+            f"Model files {page_cache}.",
+            "",
+            *summary(timeline),
+            "",
+            timeline_table(timeline, run["total_s"]),
+            "",
+            "Disk use of the finished run:",
+            "",
+            disk_table(run["run_dir"], run["output"]),
+            "",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse(argv)
     imported = time.perf_counter()
     from utils.gpt_train import train_gpt  # first: what a notebook's import costs (torch, coqui, transformers)
 
@@ -204,34 +236,16 @@ def main(argv: list[str] | None = None) -> int:
             progress_callback=timeline.on_record,
             **extra,
         )
-        total = timeline.now()
-        text = "\n".join(
-            [
-                f"Device: {timeline.machine or common.machine()}; "
-                f"load average {load_before} before, {common.load_average()} after  ",
-                f"Model: {'tiny' if opts.tiny else 'XTTS v2 at full size, random weights'} ({models / version}); "
-                f"{opts.train_rows} train + 2 eval clips of 10.8-11.5 s; batch {opts.batch}, grad_acumm 1, "
-                f"{opts.epochs} epoch(s), train_gpt's other defaults ({result.status})  ",
-                f"{', '.join(f'{k} {v}' for k, v in common.library_versions().items())}; {common.now()}  ",
-                f"Command: `python {' '.join(sys.argv)}`",
-                "",
-                f"Importing utils.gpt_train took {import_s:.1f} s (before the call, not counted). Model files "
-                + (
-                    "dropped from the page cache first (read from the disk)."
-                    if opts.cold
-                    else "possibly in the page cache."
-                ),
-                "",
-                *summary(timeline),
-                "",
-                timeline_table(timeline, total),
-                "",
-                "Disk use of the finished run:",
-                "",
-                disk_table(Path(result.run_dir), output),
-                "",
-            ]
-        )
+        run = {
+            "total_s": timeline.now(),
+            "load_before": load_before,
+            "model": models / version,
+            "status": result.status,
+            "import_s": import_s,
+            "run_dir": Path(result.run_dir),
+            "output": output,
+        }
+        text = report(opts, timeline, run)
     print("\n" + text)
     if opts.out:
         opts.out.parent.mkdir(parents=True, exist_ok=True)
