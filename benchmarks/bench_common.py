@@ -8,10 +8,8 @@ reused from the folder given.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
-import shutil
 import tempfile
 import time
 from datetime import datetime
@@ -94,40 +92,13 @@ def ensure_model(models_dir: Path, full_size: bool) -> str:
 
 def build_full_size_folder(folder: Path, models_dir: Path) -> Path:
     """XTTS v2 at full size with random weights, laid out like a base-model folder (built once)."""
+    from utils.model.tiny import build_resized_model
+
     if (folder / "model.pth").is_file():
         return folder
-    import torch
-    from TTS.tts.configs.xtts_config import XttsConfig
-    from TTS.tts.layers.xtts.tokenizer import VoiceBpeTokenizer
-    from TTS.tts.models.xtts import Xtts
-
-    from utils.model.base_models import TINY, ensure_base_model
-
     started = time.perf_counter()
     print(f"Building a full-size XTTS with random weights in {folder} (once) ...", flush=True)
-    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=models_dir))
-    try:
-        shutil.copytree(ensure_base_model(TINY, models_dir).folder, staging, dirs_exist_ok=True)
-        config = json.loads((staging / "config.json").read_text(encoding="utf-8"))
-        config["model_args"].update(FULL_SIZE_ARGS)
-        (staging / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-        xtts_config = XttsConfig()
-        xtts_config.from_dict(config)
-        torch.manual_seed(0)
-        model = Xtts(xtts_config)
-        model.tokenizer = VoiceBpeTokenizer(str(staging / "vocab.json"))
-        model.init_models()
-        torch.save({"config": config, "model": model.state_dict()}, staging / "model.pth")
-        latent = {
-            "gpt_cond_latent": torch.randn(1, 32, FULL_SIZE_ARGS["gpt_n_model_channels"]),
-            "speaker_embedding": torch.randn(1, 512, 1),
-        }
-        torch.save({"Random Speaker": latent}, staging / "speakers_xtts.pth")
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(staging, folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    build_resized_model(folder, FULL_SIZE_ARGS, models_dir)
     print(f"... built in {time.perf_counter() - started:.0f} s", flush=True)
     return folder
 

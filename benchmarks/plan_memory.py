@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
-from utils.memory_plan.planner import GIB, estimate_gpt_memory
+from utils.memory_plan.planner import BREAKDOWN, GIB, estimate_gpt_memory
 
 FLAGS = ("enable_sdpa", "enable_mixed_precision", "enable_grad_checkpoint")
 COQUI = {"leaner_steps": False}  # coqui's step as shipped: composite GELU, foreach AdamW, HiFi-GAN on the GPU
@@ -41,15 +41,7 @@ ROWS = [
     ("all three + leaner steps (train_gpt's default)", dict.fromkeys(FLAGS, True)),
     ("+ 8-bit AdamW (bitsandbytes)", {**dict.fromkeys(FLAGS, True), "optimizer": "adamw_8bit"}),
 ]
-COLUMNS = (
-    "weights",
-    "gradients",
-    "optimizer_state",
-    "activations",
-    "optimizer_temporaries",
-    "frozen_models",
-    "cuda_overhead",
-)
+COLUMNS = BREAKDOWN  # the planner's own order of its breakdown
 
 
 def plan_rows(args: argparse.Namespace) -> list[dict]:
@@ -94,9 +86,8 @@ def table(rows: list[dict]) -> str:
 
 def cpu_check() -> str:
     """Planner vs the CPU allocator's peak of real CPU steps (tiny model and a locally built mid-size one)."""
-    from utils.memory_plan.architecture import resolve_architecture
-    from utils.memory_plan.measure import build_model_folder, real_cpu_step
-    from utils.memory_plan.trace import StepSettings, trace_step
+    from utils.memory_plan.measure import build_model_folder, cpu_step_settings, real_cpu_step
+    from utils.memory_plan.trace import trace_step
 
     lines = [
         (
@@ -118,18 +109,7 @@ def cpu_check() -> str:
                 sdpa=sdpa,
                 models_dir=models_dir,
             )
-            arch = resolve_architecture(version, str(models_dir) if models_dir else None)
-            settings = StepSettings(
-                arch,
-                shapes["batch_size"],
-                shapes["audio_samples"],
-                shapes["text_tokens"],
-                shapes["conditioning_samples"],
-                checkpoint,
-                sdpa,
-                "fp32",
-                target="cpu",
-            )
+            settings = cpu_step_settings(version, shapes, checkpoint, sdpa, models_dir)
             trace = trace_step(settings)
             planned = sum(trace.peak()[1].values())
             step_part = planned - measured.resident_bytes

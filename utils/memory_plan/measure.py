@@ -9,10 +9,7 @@ buffers, optimizer state, held gradients) gives the step's peak.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,7 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from utils.model.base_models import TINY, ensure_base_model
+from utils.model.base_models import ensure_base_model
+from utils.model.tiny import build_resized_model
 
 SENTENCES = (
     "the quick brown fox jumps over the lazy dog",
@@ -81,38 +79,10 @@ def measure_cpu_step(step: Callable[[], Any], resident: int) -> MeasuredPeak:
 def build_model_folder(
     folder: str | os.PathLike, layers: int, width: int, heads: int, models_dir: str | os.PathLike | None = None
 ) -> Path:
-    """A base-model folder laid out like the tiny one, with a GPT of the given size (random weights).
-
-    For checks of mid-size models that no hub provides: the tiny model's vocab, DVAE and mel stats,
-    a config with these GPT sizes, and a freshly initialised model.pth. Returns the folder."""
-    from TTS.tts.configs.xtts_config import XttsConfig
-    from TTS.tts.layers.xtts.tokenizer import VoiceBpeTokenizer
-    from TTS.tts.models.xtts import Xtts
-
-    folder = Path(folder)
-    if (folder / "model.pth").is_file():
-        return folder
-    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=folder.parent if folder.parent.exists() else None))
-    try:
-        shutil.copytree(ensure_base_model(TINY, models_dir).folder, staging, dirs_exist_ok=True)
-        config = json.loads((staging / "config.json").read_text(encoding="utf-8"))
-        config["model_args"].update(
-            gpt_layers=layers, gpt_n_model_channels=width, gpt_n_heads=heads, decoder_input_dim=width
-        )
-        (staging / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-        xtts_config = XttsConfig()
-        xtts_config.from_dict(config)
-        model = Xtts(xtts_config)
-        model.tokenizer = VoiceBpeTokenizer(str(staging / "vocab.json"))
-        model.init_models()
-        torch.save({"config": config, "model": model.state_dict()}, staging / "model.pth")
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(staging, folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return folder
+    """A base-model folder laid out like the tiny one, with a GPT of the given size (random weights), for
+    checks of mid-size models that no hub provides. Returns the folder."""
+    sizes = {"gpt_layers": layers, "gpt_n_model_channels": width, "gpt_n_heads": heads, "decoder_input_dim": width}
+    return build_resized_model(folder, sizes, models_dir)
 
 
 def _write_clips(folder: Path, rows: int, seconds: float) -> Path:
@@ -194,3 +164,23 @@ def real_cpu_step(
         return measured, shapes
     finally:
         setup.release()
+
+
+def cpu_step_settings(
+    version: str, shapes: dict[str, int], grad_checkpoint: bool, sdpa: bool, models_dir: str | os.PathLike | None
+) -> Any:
+    """The planner's StepSettings for the FP32 CPU step that `real_cpu_step` measured at these shapes."""
+    from utils.memory_plan.architecture import resolve_architecture
+    from utils.memory_plan.trace import StepSettings
+
+    return StepSettings(
+        resolve_architecture(version, str(models_dir) if models_dir else None),
+        shapes["batch_size"],
+        shapes["audio_samples"],
+        shapes["text_tokens"],
+        shapes["conditioning_samples"],
+        grad_checkpoint,
+        sdpa,
+        "fp32",
+        target="cpu",
+    )

@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -100,11 +101,28 @@ def tiny_xtts_config(vocab_size: int) -> dict:
     return config.to_dict()
 
 
-def _build_into(folder: Path, seed: int) -> None:
+def _save_random_xtts(config_dict: dict, folder: Path) -> Any:
+    """A freshly initialised Xtts of this config saved as `folder/model.pth` (the folder's vocab.json is its
+    tokenizer); returns the XttsConfig."""
     from TTS.tts.configs.xtts_config import XttsConfig
-    from TTS.tts.layers.xtts.dvae import DiscreteVAE
     from TTS.tts.layers.xtts.tokenizer import VoiceBpeTokenizer
     from TTS.tts.models.xtts import Xtts
+
+    config = XttsConfig()
+    config.from_dict(config_dict)
+    model = Xtts(config)
+    model.tokenizer = VoiceBpeTokenizer(str(folder / "vocab.json"))
+    model.init_models()
+    torch.save({"config": config_dict, "model": model.state_dict()}, folder / "model.pth")
+    return config
+
+
+def _random_speakers(width: int) -> dict:
+    return {"gpt_cond_latent": torch.randn(1, 32, width), "speaker_embedding": torch.randn(1, 512, 1)}
+
+
+def _build_into(folder: Path, seed: int) -> None:
+    from TTS.tts.layers.xtts.dvae import DiscreteVAE
 
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
@@ -113,12 +131,7 @@ def _build_into(folder: Path, seed: int) -> None:
         config_dict = tiny_xtts_config(vocab_size)
         (folder / "config.json").write_text(json.dumps(config_dict, indent=2), encoding="utf-8")
 
-        config = XttsConfig()
-        config.from_dict(config_dict)
-        model = Xtts(config)
-        model.tokenizer = VoiceBpeTokenizer(str(folder / "vocab.json"))
-        model.init_models()
-        torch.save({"config": config_dict, "model": model.state_dict()}, folder / "model.pth")
+        config = _save_random_xtts(config_dict, folder)
 
         # The GPT trainer hard-codes this DVAE shape; only the codebook size follows the audio vocab.
         dvae = DiscreteVAE(
@@ -138,13 +151,7 @@ def _build_into(folder: Path, seed: int) -> None:
         # Per-channel mel normalisers; the real file holds positive values of this shape.
         torch.save(torch.full((80,), 2.0), folder / "mel_stats.pth")
 
-        speakers = {
-            "Tiny Speaker": {
-                "gpt_cond_latent": torch.randn(1, 32, TINY_GPT_WIDTH),
-                "speaker_embedding": torch.randn(1, 512, 1),
-            }
-        }
-        torch.save(speakers, folder / "speakers_xtts.pth")
+        torch.save({"Tiny Speaker": _random_speakers(TINY_GPT_WIDTH)}, folder / "speakers_xtts.pth")
     finally:
         torch.random.set_rng_state(generator_state)
 
@@ -165,6 +172,39 @@ def ensure_tiny_model(folder: str | os.PathLike, seed: int = 1234) -> Path:
             shutil.rmtree(folder)
         os.replace(staging, folder)
     finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def build_resized_model(
+    folder: str | os.PathLike, model_args: dict[str, int], models_dir: str | os.PathLike | None = None, seed: int = 0
+) -> Path:
+    """A base-model folder laid out like the tiny one (its vocab, DVAE and mel stats) whose GPT has these
+    `model_args` (e.g. gpt_layers, gpt_n_model_channels), with random weights and a random speaker of the
+    matching width: for checks and benchmarks at sizes no hub provides without their weights. Built once,
+    beside the target and renamed into place. Returns the folder."""
+    from utils.model.base_models import TINY, ensure_base_model
+
+    folder = Path(folder)
+    if (folder / "model.pth").is_file():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=folder.parent))
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        shutil.copytree(ensure_base_model(TINY, models_dir).folder, staging, dirs_exist_ok=True)
+        config = json.loads((staging / "config.json").read_text(encoding="utf-8"))
+        config["model_args"].update(model_args)
+        (staging / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+        _save_random_xtts(config, staging)
+        width = config["model_args"]["gpt_n_model_channels"]
+        torch.save({"Random Speaker": _random_speakers(width)}, staging / "speakers_xtts.pth")
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(staging, folder)
+    finally:
+        torch.random.set_rng_state(generator_state)
         shutil.rmtree(staging, ignore_errors=True)
     return folder
 
