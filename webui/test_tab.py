@@ -19,6 +19,44 @@ from webui.context import GPU_QUEUE, UIContext
 DEFAULT_MAX_AUDIO_TOKENS = 250
 
 
+def _chosen_model(run: str, ready_path: str) -> str:
+    """The typed ready/ path, else the picked run; a page error when neither is given."""
+    source = (ready_path or "").strip() or run
+    if not source:
+        raise gr.Error("Pick a finished run (or type the path of a ready/ folder).")
+    return source
+
+
+def _ready_and_reference(ctx: UIContext, source: str, reference: str | None) -> tuple[Path, str | None]:
+    """The model's ready/ folder and the reference clip, both confined to the app's folders (ValueError)."""
+    ready = find_ready_dir(ctx.roots.run_folder(source, "model"))
+    if reference:
+        roots = (*ctx.roots.data_roots(), ctx.output_dir.resolve())
+        return ready, str(ctx.roots.confine(reference, roots, "reference audio"))
+    return ready, None
+
+
+def _sampling(
+    temperature: float,
+    length_penalty: float,
+    repetition_penalty: float,
+    top_k: float,
+    top_p: float,
+    speed: float,
+    max_tokens: float,
+) -> dict[str, Any]:
+    """The form's sampling settings as synthesize's keywords (Gradio numbers arrive as floats)."""
+    return {
+        "temperature": temperature,
+        "length_penalty": length_penalty,
+        "repetition_penalty": repetition_penalty,
+        "top_k": int(top_k),
+        "top_p": top_p,
+        "speed": speed,
+        "max_audio_tokens": int(max_tokens),
+    }
+
+
 def synthesize_handler(
     ctx: UIContext,
     run: str,
@@ -35,28 +73,16 @@ def synthesize_handler(
     max_tokens: float,
 ) -> tuple[str, str]:
     """Generate speech; returns (audio path for the player, same path for download)."""
-    source = (ready_path or "").strip() or run
-    if not source:
-        raise gr.Error("Pick a finished run (or type the path of a ready/ folder).")
+    source = _chosen_model(run, ready_path)
     try:
-        ready = find_ready_dir(ctx.roots.run_folder(source, "model"))
-        if reference:
-            reference = str(
-                ctx.roots.confine(reference, (*ctx.roots.data_roots(), ctx.output_dir.resolve()), "reference audio")
-            )
+        ready, reference = _ready_and_reference(ctx, source, reference)
         output = ctx.output_dir / "synthesized" / f"{Path(source).name}-{time.strftime('%Y%m%d-%H%M%S')}.wav"
         synthesize(
             ready,
             text,
             language=language or None,
-            reference_wav=reference or None,
-            temperature=temperature,
-            length_penalty=length_penalty,
-            repetition_penalty=repetition_penalty,
-            top_k=int(top_k),
-            top_p=top_p,
-            speed=speed,
-            max_audio_tokens=int(max_tokens),
+            reference_wav=reference,
+            **_sampling(temperature, length_penalty, repetition_penalty, top_k, top_p, speed, max_tokens),
             output_wav=output,
         )
     except ValueError as exc:
@@ -87,30 +113,18 @@ def compare_handler(
     audio, scores table). Audio goes to the page as decoded samples."""
     from utils.quality.compare import compare_with_base
 
-    source = (ready_path or "").strip() or run
-    if not source:
-        raise gr.Error("Pick a finished run (or type the path of a ready/ folder).")
+    source = _chosen_model(run, ready_path)
     try:
-        ready = find_ready_dir(ctx.roots.run_folder(source, "model"))
-        if reference:
-            reference = str(
-                ctx.roots.confine(reference, (*ctx.roots.data_roots(), ctx.output_dir.resolve()), "reference audio")
-            )
+        ready, reference = _ready_and_reference(ctx, source, reference)
         result = compare_with_base(
             ready,
             text,
             language=language or None,
-            reference_wav=reference or None,
+            reference_wav=reference,
             seed=int(seed or 0),
             whisper_model=ctx.roots.whisper_model(whisper_model),
             output_dir=ctx.output_dir / "synthesized",
-            temperature=temperature,
-            length_penalty=length_penalty,
-            repetition_penalty=repetition_penalty,
-            top_k=int(top_k),
-            top_p=top_p,
-            speed=speed,
-            max_audio_tokens=int(max_tokens),
+            **_sampling(temperature, length_penalty, repetition_penalty, top_k, top_p, speed, max_tokens),
         )
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
