@@ -64,24 +64,13 @@ def test_planner_matches_the_cpu_allocator_on_a_real_training_step(
 ):
     """The product's real CPU step (train_gpt's setup, coqui's Trainer.train_step) measured by the CPU
     allocator's own accounting, against the planner's trace of the same step with fake tensors."""
-    from utils.memory_plan.measure import real_cpu_step
+    from utils.memory_plan.measure import cpu_step_settings, real_cpu_step
 
     models_dir = mid_models if version == "mid" else None
     measured, shapes = real_cpu_step(
         version, tmp_path, batch, grad_checkpoint=checkpoint, sdpa=sdpa, models_dir=models_dir
     )
-    arch = resolve_architecture(version, str(models_dir) if models_dir else None)
-    settings = StepSettings(
-        arch,
-        shapes["batch_size"],
-        shapes["audio_samples"],
-        shapes["text_tokens"],
-        shapes["conditioning_samples"],
-        checkpoint,
-        sdpa,
-        "fp32",
-        target="cpu",
-    )
+    settings = cpu_step_settings(version, shapes, checkpoint, sdpa, models_dir)
     planned = trace_step(settings)
     _, peak = planned.peak()
     predicted = sum(peak.values())

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,3 +68,15 @@ class AppServer:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def running_app(folder: Path, *extra: str) -> Iterator[AppServer]:
+    """The app on `folder/output` with `folder/data` as its data folder: started, ready, stopped on exit."""
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    server = AppServer(folder / "output", folder / "app.log", *extra, data_dirs=(folder / "data",))
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.close()

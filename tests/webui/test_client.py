@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 
 from tests.helpers import SENTENCES, write_clip
-from tests.webui.app_server import AppServer
+from tests.webui.app_server import running_app
 from utils.training.arguments import TrainArguments
 from webui.form import form_values
 
@@ -57,13 +57,8 @@ def wait_for(client, predicate, timeout: float, what: str) -> dict:
 @pytest.fixture(scope="module")
 def app(tmp_path_factory, tiny_base):
     folder = tmp_path_factory.mktemp("webui")
-    (folder / "data").mkdir()
-    server = AppServer(folder / "output", folder / "app.log", data_dirs=(folder / "data",))
-    try:
-        server.wait_ready()
+    with running_app(folder) as server:
         yield server, folder
-    finally:
-        server.close()
 
 
 def test_dataset_train_stop_status_memory_synthesize_export(app):

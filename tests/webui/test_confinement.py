@@ -13,7 +13,7 @@ import zipfile
 import pytest
 
 from tests.helpers import digests, write_clip, write_dataset
-from tests.webui.app_server import ROOT, AppServer
+from tests.webui.app_server import ROOT, running_app
 
 pytestmark = pytest.mark.slow
 
@@ -21,13 +21,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def app(tmp_path_factory, tiny_base):
     folder = tmp_path_factory.mktemp("confined")
-    (folder / "data").mkdir()
-    server = AppServer(folder / "output", folder / "app.log", data_dirs=(folder / "data",))
-    try:
-        server.wait_ready()
+    with running_app(folder) as server:
         yield server, folder
-    finally:
-        server.close()
 
 
 def client_for(server):
