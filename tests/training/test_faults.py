@@ -211,3 +211,58 @@ def test_clips_deleted_mid_run_are_counted_and_none_left_fails_with_a_checkpoint
     for path, data in kept.items():
         path.write_bytes(data)
     assert_resumable(run_dir, csv_path, **common)
+
+
+def test_resuming_from_an_older_checkpoint_sets_the_later_ones_aside_and_writes_its_own(tmp_path, tiny_base):
+    csv_path = write_dataset(tmp_path / "data", n=14)  # 12 train rows -> 2 steps per epoch at batch 6
+    common = dict(
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        num_epochs=3,
+        batch_size=6,
+        grad_acumm=1,
+        save_step=2,
+        save_n_checkpoints=3,
+        **FAST,
+    )
+    first = train_gpt(**common)
+    run_dir = Path(first.run_dir)
+    assert [step for step, _ in checkpoints(run_dir)] == [2, 4, 6]
+    old = {name: (run_dir / name).stat().st_ino for name in ("checkpoint_4.pth", "checkpoint_6.pth")}
+
+    branch = train_gpt(**{**common, "resume_from": str(run_dir / "checkpoint_2.pth")})
+    assert branch.status == "finished" and branch.run_dir == str(run_dir)
+    (aside,) = run_dir.glob("superseded-*")
+    assert {p.name: p.stat().st_ino for p in aside.iterdir()} == old, "the old branch kept, untouched"
+    assert [step for step, _ in checkpoints(run_dir)] == [2, 4, 6]
+    for name, inode in old.items():
+        assert (run_dir / name).stat().st_ino != inode, f"{name} is the new branch's, not the old one reused"
+    assert read_run(run_dir)["last_checkpoint"] == str(run_dir / "checkpoint_6.pth")
+
+
+def test_a_run_still_training_is_not_resumed_and_auto_batch_resumes_with_the_runs_own(tmp_path, tiny_base):
+    csv_path = write_dataset(tmp_path / "data", n=14)  # 12 train rows -> 4 steps per epoch at batch 3
+    seen: list[dict] = []
+    common = dict(train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=2, grad_acumm=1, **FAST)
+    stopped = train_gpt(
+        **common,
+        batch_size=3,
+        progress_callback=seen.append,
+        stop_event=lambda: sum(r["type"] == "train" for r in seen) >= 3,
+    )
+    run_dir = Path(stopped.run_dir)
+    record = read_run(run_dir)
+    assert stopped.status == "stopped"
+
+    # Recorded as running by a live process (this one): a second trainer must not write into the folder.
+    (run_dir / "run.json").write_text(json.dumps({**record, "status": "running", "pid": os.getpid()}))
+    with pytest.raises(ValueError, match="is still running"):
+        train_gpt(**common, batch_size=3, resume_from=str(run_dir))
+    (run_dir / "run.json").write_text(json.dumps(record))
+
+    resumed = train_gpt(**common, batch_size="auto", resume_from=str(run_dir))
+    assert resumed.status == "finished"
+    assert read_run(run_dir)["arguments"]["batch_size"] == 3, "the run's own batch, not a new plan"
+    assert steps(run_dir) == list(range(1, 9)), "the interrupted epoch and the plan continue exactly"
+    last = torch.load(newest_checkpoint(run_dir), weights_only=True)
+    assert {float(s["step"]) for s in last["optimizer"][0]["state"].values()} == {8.0}, "AdamW state restored"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import errno
 import logging
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +56,21 @@ def newest_checkpoint(run_dir: Path) -> Path | None:
         return found[-1][1]
     best = Path(run_dir) / BEST_MODEL_FILE
     return best if best.is_file() else None
+
+
+def set_aside_newer(run_dir: Path, steps_done: int) -> Path | None:
+    """Move the checkpoints of more than `steps_done` steps into `superseded-<time>/` in the run folder: a
+    resume from an older checkpoint starts a new branch, whose checkpoints must neither be mistaken for
+    the old branch's nor pruned in their favour. Nothing is deleted. Returns the folder, or None."""
+    newer = [path for step, path in checkpoints(run_dir) if step > steps_done]
+    if not newer:
+        return None
+    folder = run_dir / f"superseded-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    folder.mkdir(exist_ok=True)
+    for path in newer:
+        os.replace(path, folder / path.name)
+    log.warning("Resumed at step %d: the later checkpoints were moved to %s.", steps_done, folder)
+    return folder
 
 
 def non_finite_tensors(state: dict[str, Any]) -> list[str]:

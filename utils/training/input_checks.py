@@ -12,7 +12,7 @@ from utils.data.validation import DatasetReport
 from utils.files import read_json
 from utils.model.base_models import BaseModel
 from utils.training.checkpoints import newest_checkpoint
-from utils.training.run_record import TRAINER_CONFIG_FILE
+from utils.training.run_record import TRAINER_CONFIG_FILE, read_run, run_status
 
 
 def raise_if_unusable(report: DatasetReport, min_rows: int) -> None:
@@ -70,8 +70,9 @@ def check_clip_length(max_audio_length: int, base: BaseModel) -> None:
         )
 
 
-def resume_point(resume_from: str) -> Path:
-    """What to continue: a run folder (its newest checkpoint), or one checkpoint file in a run folder."""
+def resume_point(resume_from: str, refuse_active: bool = True) -> Path:
+    """What to continue: a run folder (its newest checkpoint), or one checkpoint file in a run folder. A run
+    still training is refused (two trainers would write one folder); one whose process died is not."""
     path = Path(resume_from).expanduser()
     run_dir = path.parent if path.is_file() else path
     if path.is_file() and not path.name.endswith(".pth"):
@@ -82,4 +83,10 @@ def resume_point(resume_from: str) -> Path:
         )
     if not (run_dir / TRAINER_CONFIG_FILE).is_file():
         raise ValueError(f"resume_from: {run_dir} has no config.json; it is not a training run folder.")
+    status = run_status(run_dir)
+    if refuse_active and status.active:
+        raise ValueError(
+            f"resume_from: {run_dir.name} is still {status.value} (pid {read_run(run_dir).get('pid')}); stop it "
+            "first, or wait for it to end."
+        )
     return path

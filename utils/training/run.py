@@ -13,6 +13,7 @@ import csv
 import math
 import re
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +60,7 @@ from utils.training.run_record import (
     update_run,
     write_run,
 )
-from utils.training.setup import TrainingSetup, build_training_setup
+from utils.training.setup import TrainingSetup, build_training_setup, lr_milestones
 from utils.training.text_checks import text_check_options
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -90,7 +91,10 @@ class TrainingRun:
         self.should_stop = StopFlag(should_stop)
         self.language = canonical_language(args.language)
         self.frontend = TextFrontEnd(self.language, args.use_amharic_g2p)
-        self.resume_point = resume_point(args.resume_from) if args.resume_from else None
+        # Rank 0 alone checks: the other ranks start once rank 0 has already marked the run as starting.
+        self.resume_point = (
+            resume_point(args.resume_from, refuse_active=distributed.is_main_process()) if args.resume_from else None
+        )
         self.resume_dir = (
             None
             if self.resume_point is None
@@ -134,7 +138,15 @@ class TrainingRun:
         if not distributed.is_main_process():
             return train_beside_rank_zero(self, base, report, self.ranks)
         auto_batch = self.args.batch_size == "auto"
-        if auto_batch:
+        if auto_batch and self.resume_dir is not None:
+            # The interrupted epoch, the schedule and the optimizer state all assume the run's own batch size.
+            batch = int((read_run(self.resume_dir).get("arguments") or {}).get("batch_size") or 0)
+            if batch < 1:
+                raise ValueError(f"resume_from: {self.resume_dir} does not record its batch size; give batch_size.")
+            self.batch_choice, auto_batch = f"batch_size auto on resume: the run's own {batch}", False
+            self.args = self.args.replace(batch_size=batch)
+            print(self.batch_choice, flush=True)
+        elif auto_batch:
             batch, self.batch_choice = plan_batch_size(self.args, report.train_count)
             self.args = self.args.replace(batch_size=batch)
         steps_per_epoch = distributed.steps_per_epoch(report.train_count, self.args.batch_size)
@@ -203,8 +215,14 @@ class TrainingRun:
             self.batch_choice += f"; the probe step fit {batch}"
             self.args = self.args.replace(batch_size=batch)
             self.setup.trainer.config.batch_size = self.setup.trainer.config.eval_batch_size = batch
-            self.setup.steps_per_epoch = max(1, math.ceil(report.train_count / batch))
+            self.setup.steps_per_epoch = distributed.steps_per_epoch(report.train_count, batch)
             self.setup.total_steps = self.args.num_epochs * self.setup.steps_per_epoch
+            # The scheduler was built for the planned batch: its milestones move with the steps per epoch.
+            self.setup.lr_milestones = lr_milestones(self.args, self.setup.steps_per_epoch)
+            trainer = self.setup.trainer
+            trainer.config.lr_scheduler_params["milestones"] = self.setup.lr_milestones
+            for scheduler in trainer.scheduler if isinstance(trainer.scheduler, list) else [trainer.scheduler]:
+                scheduler.milestones = Counter(self.setup.lr_milestones)
             self.metrics.batch_size, self.metrics.steps_per_epoch = batch, self.setup.steps_per_epoch
             self.metrics.total_steps = self.setup.total_steps
         print(self.batch_choice, flush=True)

@@ -34,6 +34,7 @@ from utils.training.checkpoints import (
     DiskFull,
     checkpoint_path,
     newest_checkpoint,
+    set_aside_newer,
 )
 from utils.training.run_record import RunStatus
 
@@ -99,6 +100,10 @@ class FineTuneTrainer(Trainer):
         self.stop_checkpoint: str | None = None
         self.choose_best: Callable[[FineTuneTrainer], None] | None = None  # set by the run; None: lowest loss
         self.checkpoints = checkpoints or CheckpointWriter(self.output_path, self.config.save_n_checkpoints)
+        # The checkpoint of this many steps on disk holds this trainer's weights (after a resume: the restored one).
+        self._saved_step = self.total_steps_done if self.continue_run else 0
+        if self.continue_run and self._restore_from is not None and distributed.is_main_process():
+            set_aside_newer(Path(self.output_path), self.total_steps_done)
         if self.use_cuda and hasattr(self._get_model(), "xtts"):
             # coqui moved the whole model to the GPU; no training step uses the HiFi-GAN decoder.
             self._get_model().xtts.hifigan_decoder.to("cpu")
@@ -140,7 +145,12 @@ class FineTuneTrainer(Trainer):
         if self.args.rank not in (None, 0) or self.total_steps_done == 0:
             return None
         existing = checkpoint_path(self.output_path, self.total_steps_done)
-        return existing if existing.is_file() else self.checkpoints.save(self, self.total_steps_done)
+        if self._saved_step == self.total_steps_done and existing.is_file():
+            return existing  # written at this step already (a periodic save, then a stop or the end)
+        saved = self.checkpoints.save(self, self.total_steps_done)
+        if saved is not None:
+            self._saved_step = self.total_steps_done
+        return saved
 
     def _periodic_checkpoint(self, trainer: Trainer) -> None:
         if self.total_steps_done % self.config.save_step == 0:
