@@ -200,6 +200,7 @@ def check_handler(
             language,
             transcriber=transcriber,
             no_transcriber_reason=why,
+            audio_roots=ctx.roots.audio_roots(train_csv, eval_csv),
             threshold=float(threshold),
             max_audio_length=form.from_display("max_audio_length", float(max_seconds)),
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),

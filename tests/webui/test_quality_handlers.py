@@ -196,6 +196,23 @@ def test_dataset_check_then_prepare_with_the_edits_made_in_the_table(checked_voi
     assert digests(csv_path.parent) == before, "the user's files are unchanged"
 
 
+def test_the_dataset_check_reads_no_audio_outside_the_csvs_own_folder(checked_voice, tmp_path):
+    """A CSV may name any path: the check (transcripts, measures, players) reads only what validation may."""
+    ctx, csv_path = checked_voice
+    outside = tmp_path / "private"
+    outside.mkdir()
+    secret = outside / "memo.wav"
+    secret.write_bytes((csv_path.parent / "wavs" / "s1.wav").read_bytes())  # clipped: flagged if it were read
+    with csv_path.open("a") as handle:
+        handle.write(f"{secret}|a private memo|speaker\n")
+    summary, table, originals, *players = check_handler(
+        ctx, str(csv_path), "", "en", 11.6, "small", 0.3, progress=lambda *a, **k: None
+    )
+    assert "1 of 6 rows flagged" in summary, summary
+    assert str(secret) not in set(table["audio_file"]) and str(secret) not in originals
+    assert sum(bool(p.get("visible")) for p in players) == 1
+
+
 def test_edits_from_the_table_ignore_rows_the_check_did_not_list():
     originals = {"wavs/a.wav": "text a", "wavs/b.wav": "text b"}
     table = pd.DataFrame(

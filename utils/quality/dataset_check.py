@@ -165,11 +165,13 @@ def check_dataset(
     max_audio_length: int = MAX_AUDIO_LENGTH,
     progress: Progress | None = None,
     no_transcriber_reason: str | None = None,
+    audio_roots: Iterable[str | os.PathLike] | None = None,
 ) -> DatasetCheck:
-    """Validate the dataset (read-only), then check its usable rows, train and eval (see the module docstring)."""
+    """Validate the dataset (read-only), then check its usable rows, train and eval (see the module docstring).
+    `audio_roots`: folders the audio must lie in (the web app's confinement), as `validate_dataset` takes it."""
     from utils.data.validation import validate_dataset
 
-    report = validate_dataset(train_csv, eval_csv, language, max_audio_length)
+    report = validate_dataset(train_csv, eval_csv, language, max_audio_length, audio_roots=audio_roots)
     rows = (row for _, row, _ in report.iter_usable_splits())
     return check_rows(
         rows,
