@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,12 +87,21 @@ def missing_files(folder: Path) -> list[str]:
     return [name for name in MODEL_FILES if not (folder / name).is_file()]
 
 
+_FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
 def check_version_name(version: str, models_dir: str | os.PathLike | None = None) -> None:
     """Raise ValueError for a version that is neither published, tiny, nor an existing local folder."""
     if not version or not isinstance(version, str):
         raise ValueError("version is empty: use 'tiny' or one of " + ", ".join(KNOWN_VERSIONS) + ".")
     if version in (TINY, *KNOWN_VERSIONS):
         return
+    if not _FOLDER_NAME.fullmatch(version) or ".." in version:
+        # A name, never a path: the web passes it through, and a path would read (and tell of) any folder.
+        raise ValueError(
+            f"version {version!r} is not a folder name: give the name of a folder under {models_root(models_dir)} "
+            "(letters, digits, '.', '_' and '-'), or pass models_dir to use another folder of models."
+        )
     if (models_root(models_dir) / version).is_dir():
         return
     raise ValueError(
