@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from utils.data.transcription import looks_like_path
+
 
 class PathRefused(ValueError):
     """A path from the web lies outside the folders the app may use."""
@@ -94,9 +96,7 @@ class AppRoots:
         text = str(value or "").strip()
         if not text:
             raise PathRefused("Whisper model: give a name (tiny, small, large-v3...) or a folder under models/whisper.")
-        # The test faster-whisper applies (utils.data.transcription.FasterWhisperTranscriber._looks_like_path).
-        looks_like_path = os.path.isabs(text) or text.startswith((".", "~")) or text.count("/") > 1 or "\\" in text
-        if not looks_like_path:
+        if not looks_like_path(text):  # the transcriber's own rule: a name is never a folder here
             return text
         root = (self.models_dir or Path("models")).resolve() / "whisper"
         return str(self.confine(text, (root,), "Whisper model folder"))

@@ -480,3 +480,24 @@ def test_real_faster_whisper_on_synthetic_clip():
         assert 0 <= w.start <= w.end <= 4.0 + 0.5
     clips = segments_to_clips(wav, 22050, result.words)
     assert all(isinstance(c, Clip) and 0 <= c.start < c.end <= len(wav) for c in clips)
+
+
+@pytest.mark.parametrize("name", ["small", "work/small"])
+def test_a_model_name_is_never_a_folder_of_the_working_directory(tmp_path, monkeypatch, name):
+    """A name ("small", "owner/repo") is looked for in the models folder and the Hub cache only: a folder of
+    that name where the process happens to run is not loaded (the web passes names through as they are)."""
+    from utils.data.transcription import FasterWhisperTranscriber, TranscriberUnavailable, looks_like_path
+
+    stray = tmp_path / name
+    stray.mkdir(parents=True)
+    for file in ("model.bin", "config.json", "tokenizer.json", "vocabulary.json"):
+        (stray / file).write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert not looks_like_path(name)
+    transcriber = FasterWhisperTranscriber(name, local_models_dir=tmp_path / "models", download_root=tmp_path / "hub")
+    with pytest.raises(TranscriberUnavailable) as refused:
+        transcriber.resolve_model_dir()
+    assert str(tmp_path / "models" / "small") in str(refused.value)
+    # Given as a path, the same folder is what the user meant.
+    assert FasterWhisperTranscriber(f"./{name}").resolve_model_dir() == name

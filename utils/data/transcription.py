@@ -65,6 +65,12 @@ def _has_model_files(folder: Path) -> bool:
     )
 
 
+def looks_like_path(name: str) -> bool:
+    """Whether a Whisper model given as text is a folder (absolute, ./, ~, a/b/c, backslashes) rather than a
+    size name ("small", "large-v3") or a Hub id ("owner/repo")."""
+    return os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1 or "\\" in name
+
+
 class FasterWhisperTranscriber:
     """:class:`Transcriber` backed by faster-whisper (CTranslate2), loaded on first use.
 
@@ -94,9 +100,7 @@ class FasterWhisperTranscriber:
         self._model = None
 
     def _looks_like_path(self) -> bool:
-        name = self.model_name_or_dir
-        # "owner/repo" is a Hub id; anything more path-like is a folder the user meant.
-        return os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1 or "\\" in name
+        return looks_like_path(self.model_name_or_dir)
 
     def local_folder(self) -> Path:
         """The folder where this model is looked for (and named in errors)."""
@@ -114,13 +118,13 @@ class FasterWhisperTranscriber:
 
     def resolve_model_dir(self) -> str:
         """Find (or download) the model folder without loading the model."""
-        direct = Path(self.model_name_or_dir).expanduser()
-        if direct.is_dir():
+        if self._looks_like_path():  # a name is never looked up as a folder of the working directory
+            direct = Path(self.model_name_or_dir).expanduser()
+            if not direct.is_dir():
+                raise self._unavailable(f"folder {direct} does not exist")
             if not _has_model_files(direct):
                 raise self._unavailable(f"folder {direct} lacks some model files")
             return str(direct)
-        if self._looks_like_path():
-            raise self._unavailable(f"folder {direct} does not exist")
         local = self.local_folder()
         if _has_model_files(local):
             return str(local)
