@@ -143,8 +143,12 @@ def run_selected(ctx: UIContext, run: str, ready_path: str) -> tuple[Any, Any]:
     except ValueError:
         return gr.update(), gr.update()
     info = read_finetune_info(ready)
-    reference = ready / REFERENCE_WAV
-    return gr.update(value=info.get("language", "en")), gr.update(value=str(reference) if reference.is_file() else None)
+    # The clip itself is not sent back: the page serves only exports and synthesized audio. Empty means the
+    # run's own reference clip, which synthesize and compare_with_base take by default.
+    own = "the run's own reference clip" if (ready / REFERENCE_WAV).is_file() else "no reference clip in this run"
+    return gr.update(value=info.get("language", "en")), gr.update(
+        value=None, label=f"Reference voice: {own} (upload a clip to use another)"
+    )
 
 
 def _voice_section(ctx: UIContext) -> dict[str, Any]:

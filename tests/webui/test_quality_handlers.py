@@ -21,7 +21,7 @@ from webui.context import UIContext
 from webui.dataset_handlers import check_handler, prepare_handler
 from webui.paths import PathRefused
 from webui.runner import TrainingRunner
-from webui.test_tab import compare_handler
+from webui.test_tab import compare_handler, run_selected
 from webui.train_tab import QUALITY_PLAYERS, quality_refresh
 
 SAMPLING = dict(temperature=0.75, length_penalty=1.0, repetition_penalty=5.0, top_k=50, top_p=0.85, speed=1.0)
@@ -105,6 +105,13 @@ def test_quality_table_says_why_a_score_is_empty():
     table = quality_view.quality_frame(records)
     assert table.iloc[0]["CER"] == "— Whisper model 'small' is not available" and table.iloc[0]["similarity"] == "0.812"
     assert table.iloc[0]["best"] == "★" and "download failed" in table.iloc[0]["notes"]
+
+
+def test_picking_a_run_fills_its_language_and_serves_no_file_of_it(quality_run):
+    ctx, run_dir = quality_run
+    language, reference = run_selected(ctx, str(run_dir), "")
+    assert language["value"] == "en"
+    assert reference["value"] is None and "the run's own reference clip" in reference["label"]
 
 
 @pytest.mark.slow
