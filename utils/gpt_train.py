@@ -65,11 +65,8 @@ def train_gpt(
 
     Keyword options (defaults, bounds and help in `utils.training.arguments.TrainArguments`): learning_rate,
     lr_milestones, grad_clip, weight_decay, save_step, save_n_checkpoints, precision, resume_from,
-    if args.devices and not distributed.in_process_group():
-        from utils.training.launcher import launch
-
-        return launch(args, progress_callback, stop_event, audio_roots=audio_roots)  # this function once per device
-    output = TrainingRun(args, progress_callback, stop_event, audio_roots=audio_roots).execute()
+    num_workers, seed, run_name, models_dir, optimizer, enable_tf32, leaner_steps, devices, quality_eval,
+    best_by, early_stop_patience, whisper_model, ... (`python -m utils.cli train --help` lists them all).
 
     progress_callback receives each record written to metrics.jsonl (train steps, evals, status).
     stop_event (an Event, or a callable returning True) ends the run at the next step boundary

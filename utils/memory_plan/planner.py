@@ -18,13 +18,14 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from utils.device.gpu import GPUInfo, detect_gpu
+from utils.device.memory import get_memory_stats
 from utils.memory_plan import tracker as t
 from utils.memory_plan.architecture import resolve_architecture
 from utils.memory_plan.trace import BatchModel, DirectTraces, StepSettings
 from utils.model.base_models import check_version_name
-from utils.training.arguments import TrainArguments
-from utils.training.optimizations import FUSED_ADAMW
-from utils.training_optimizations import GPUInfo, TrainingOptimizer, detect_gpu, get_memory_stats
+from utils.training.arguments import TrainArguments, option_of
+from utils.training.optimizations import FUSED_ADAMW, TrainingOptimizer
 
 GIB = 1024**3
 MIB = 1024**2
@@ -37,7 +38,7 @@ CUDA_KERNELS_AND_WORKSPACES_BYTES = 150 * MIB
 # Allocator fragmentation (reserved beyond allocated) plus the planner's own error, as a fraction
 # of the traced peak: a batch "fits" only with this much to spare.
 SAFETY_MARGIN = 0.10
-MAX_BATCH = 512  # TrainArguments' own limit
+MAX_BATCH = int(option_of("batch_size").maximum or 512)
 PLANNER_OPTIONS = (
     "device",
     "fused_adamw",
@@ -171,7 +172,6 @@ def _arguments(args: tuple, kwargs: dict[str, Any]) -> tuple[TrainArguments, dic
     if batch == "auto":
         given["batch_size"] = 1
     arguments = TrainArguments(**given)
-    arguments.validate()
     check_version_name(arguments.version, arguments.models_dir or None)
     if options.get("device", "cuda") not in ("cuda", "cpu"):
         raise ValueError(f"device must be 'cuda' (plan for a GPU) or 'cpu'; got {options['device']!r}.")

@@ -29,11 +29,12 @@ import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from utils.device.gpu import GPUInfo
 from utils.memory_plan import tracker as t
 from utils.memory_plan.architecture import Architecture
 from utils.memory_plan.cuda_emulation import cuda_autocast_policy, efficient_sdpa, native_dropout
 from utils.memory_plan.fake_model import apply_optimizations, build_fake_model
-from utils.training_optimizations import GPUInfo, TrainingOptimizer
+from utils.training.optimizations import TrainingOptimizer
 
 LOWER_PRECISION = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # A trace swaps process-wide hooks (autocast kernels, F.scaled_dot_product_attention, F.dropout)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import pickle
 from pathlib import Path
 
 import torch
+
+from utils.files import save_torch_atomic
 
 
 def _loads_with_weights_only(path: Path) -> bool:
@@ -44,7 +45,4 @@ def loadable_checkpoint(path: Path, cache_dir: Path) -> Path:
     if isinstance(checkpoint.get("config"), XttsConfig):
         checkpoint["config"] = checkpoint["config"].to_dict()
     cache_dir.mkdir(parents=True, exist_ok=True)
-    partial = converted.with_suffix(".part")
-    torch.save(checkpoint, partial)
-    os.replace(partial, converted)
-    return converted
+    return save_torch_atomic(checkpoint, converted)  # a unique temporary name: two runs may convert at once

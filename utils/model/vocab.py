@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from utils.files import write_text_atomic
+
 VOCAB_FILE = "vocab.json"
 SPECIAL_TOKEN = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
 
@@ -141,9 +143,7 @@ def extend_vocab(base_vocab: Path, language: str, texts: list[str], new_tokens: 
             {"id": vocab[language_token], "content": language_token, **SPECIAL_TOKEN}
         )
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".part")
-    partial.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    partial.replace(target)
+    write_text_atomic(target, json.dumps(data, ensure_ascii=False))
     return {
         "language_token": language_token,
         "new_characters": len(added_chars),

@@ -315,9 +315,6 @@ class TrainArguments:
     def replace(self, **changes: Any) -> TrainArguments:
         return TrainArguments(**{**self.to_dict(), **changes})
 
-    def validate(self) -> None:
-        """Kept for callers of the earlier API: a built TrainArguments is already valid."""
-
 
 def option_of(name: str) -> Option:
     return TrainArguments.__dataclass_fields__[name].metadata["option"]

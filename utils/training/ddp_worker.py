@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from utils.files import write_json_atomic  # the standard library only: safe before the device is pinned
+
 SPEC_FILE = "spec.json"  # {"arguments": train_gpt keywords, "devices": the device of each local rank}
 STOP_FILE = "stop"
 RUN_DIR_FILE = "run_dir.json"
@@ -38,12 +40,6 @@ _PEER_LOST = (
     "NCCL",
     "gloo",
 )
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    partial = path.with_name(path.name + ".part")
-    partial.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(partial, path)
 
 
 class ConsoleOrNothing(io.TextIOBase):

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from utils.device.selection import check_devices_present, parse_devices, physical_gpu_ids
-from utils.files import JsonlFollower, read_json
+from utils.files import JsonlFollower, read_json, write_json_atomic
 from utils.training import ddp_worker
 from utils.training.arguments import TrainArguments
+from utils.training.controls import StopFlag
 from utils.training.distributed import LAUNCHER_ENV
 from utils.training.run_record import METRICS_FILE, RunStatus, now_iso, process_identity, read_run, update_run
 
@@ -49,7 +50,7 @@ def launch(args: TrainArguments, progress_callback: Any = None, stop_event: Any 
         check_devices_present(devices, torch.cuda.device_count())
     control = Path(tempfile.mkdtemp(prefix="xtts-ddp-"))
     try:
-        ddp_worker.write_json_atomic(
+        write_json_atomic(
             control / ddp_worker.SPEC_FILE,
             {
                 "arguments": args.to_dict(),
@@ -128,21 +129,16 @@ def _echo_output(agent: subprocess.Popen, tail: deque[str]) -> threading.Thread:
     return thread
 
 
-def _stop_requested(stop_event: Any) -> bool:
-    if stop_event is None:
-        return False
-    return bool(stop_event.is_set() if hasattr(stop_event, "is_set") else stop_event())
-
-
 def _wait(agent: subprocess.Popen, control: Path, run: _RunFollower, stop_event: Any) -> None:
     """Until the agent ends: forward records, pass a stop request on. The first Ctrl-C stops every rank at the
     next step (a checkpoint is saved); a second one ends them at once."""
+    stop_requested = StopFlag(stop_event)
     interrupts = 0
     while True:
         try:
             if agent.poll() is not None:
                 return
-            if _stop_requested(stop_event):
+            if stop_requested():
                 (control / ddp_worker.STOP_FILE).touch()
             run.poll()
             time.sleep(0.2)
