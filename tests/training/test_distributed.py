@@ -344,3 +344,25 @@ def test_a_killed_launcher_makes_the_ranks_stop_with_a_checkpoint(tmp_path, tiny
     assert run["status"] == "stopped" and not run.get("error"), run
     assert torch.load(run["stop_checkpoint"], map_location="cpu", weights_only=True)["step"] + 1 == run["steps_done"]
     assert (runs[0] / "ready" / "model.pth").is_file() and run["steps_done"] < 40 * 2
+
+
+@pytest.mark.slow
+def test_early_stopping_decided_on_rank_zero_stops_every_rank_after_the_same_step(tmp_path, tiny_base, traced):
+    """With a learning rate of 0 the eval loss repeats: patience 1 runs out at the second epoch's end (step 4).
+    Only rank 0 evaluates; both ranks must stop together at the next step, with a checkpoint and the reason."""
+    csv_path = write_dataset(tmp_path / "data", n=14)
+    result = train_gpt(
+        **{**COMMON, "grad_acumm": 1, "save_step": 100},
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        learning_rate=0.0,
+        best_by="eval_loss",
+        early_stop_patience=1,
+        quality_eval=0,
+    )
+    run = read_run(result.run_dir)
+    trace = read_trace(traced)
+    assert result.status == run["status"] == "stopped", run.get("error")
+    assert run["early_stop"]["step"] == 4 and run["message"].startswith("Stopped early at step 4")
+    assert trace[0][-1]["step"] == trace[1][-1]["step"] == 5 < TOTAL_STEPS, "the next step, on both ranks"
+    assert Path(run["stop_checkpoint"]).name == "checkpoint_5.pth"

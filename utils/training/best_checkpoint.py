@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.quality.selection import BestRule, EarlyStopping, is_better
+from utils.training import distributed
 from utils.training.checkpoints import BEST_MODEL_FILE
 from utils.training.quality_eval import QualityEvaluator
 from utils.training.run_record import read_run, update_run
@@ -55,6 +56,7 @@ class CheckpointChoice:
         self.stopper = EarlyStopping(self.rule, patience) if patience else None
         self.best: dict[str, Any] | None = None
         self.stop_message: str | None = None
+        self.stop_requested = False  # a multi-process run's early stop, taken at the next step by every rank
         self._restore()
 
     def _restore(self) -> None:
@@ -183,6 +185,11 @@ class CheckpointChoice:
             },
         )
         log.info(self.stop_message)
+        if distributed.world_size() > 1:
+            # Only rank 0 decides; the other ranks are already in the next step. The stop goes into that step's
+            # agreement (utils.training.data_parallel.StepSync), so every rank ends after the same step.
+            self.stop_requested = True
+            return
         raise EarlyStop(self.stop_message)
 
 

@@ -45,7 +45,12 @@ def join_training(trainer: Any, ranks: list[dict[str, Any]]) -> None:
     step = DataParallelStep(model, ddp)
     # An instance attribute: the model's own forward, state_dict keys and checkpoints stay as they are.
     model.forward = step.forward
-    sync = StepSync(trainer.should_stop, step, [r["device"] for r in ranks])
+    asked, choice = trainer.should_stop, trainer.choose_best  # the caller's stop; rank 0's early stop
+    sync = StepSync(
+        lambda: bool(asked is not None and asked()) or getattr(choice, "stop_requested", False),
+        step,
+        [r["device"] for r in ranks],
+    )
     trainer.should_stop = sync.agreed_stop  # the Trainer's stop check now acts on every rank's request
     callbacks = trainer.callbacks
     callbacks.callbacks_on_train_epoch_start.append(step.on_epoch_start)
