@@ -235,6 +235,20 @@ def test_large_csv_validates_in_bounded_memory(tmp_path):
     assert seen[-1] == (60_000, 60_000) and len(seen) > 10, "progress was reported as the rows were checked"
 
 
+def test_a_line_of_forty_megabytes_is_read_in_bounded_memory(tmp_path):
+    """A hostile CSV (or a zip that inflates to one) of one enormous line: cut and refused as a row, not read
+    whole, in the header pass, the count and the row pass."""
+    path = tmp_path / "huge.csv"
+    with open(path, "w") as handle:
+        handle.write("audio_file|text|speaker_name\n")
+        handle.write("wavs/a.wav|" + "x" * 40_000_000 + "|s\n")
+        handle.write("wavs/b.wav|a normal row after it|s\n")
+    validate_dataset(_write_big_csv(tmp_path / "warm.csv", 10))  # imports and one-time growths, untraced
+    report, peak = _traced_peak(path)
+    assert report.rows_read == 2 and report.rows_usable == 0
+    assert peak < 16 * 2**20, f"peak {peak / 2**20:.0f} MiB for a 40 MB line"
+
+
 def test_validation_caches_the_row_index_beside_the_prepared_dataset(tmp_path):
     (tmp_path / "source").mkdir()
     csv_path = _write_big_csv(tmp_path / "source" / "big.csv", 3_000)

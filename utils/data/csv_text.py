@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import IO, AnyStr
 
 BOM = b"\xef\xbb\xbf"
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
@@ -30,13 +31,28 @@ class TextFacts:
     first_non_utf8: int = 0  # the first line that is not UTF-8 (what made a file cp1252)
 
 
+# No metadata row comes near this; a longer line is cut here (it then fails its row checks) and the rest of it
+# is skipped piece by piece, so a file of one enormous line is read in bounded memory.
+MAX_LINE = 1 << 20
+
+
+def bounded_lines(handle: IO[AnyStr], limit: int = MAX_LINE) -> Iterator[AnyStr]:
+    """The lines of an open file (text or binary), each at most `limit` characters or bytes."""
+    while line := handle.readline(limit):
+        ends = ("\r", "\n") if isinstance(line, str) else (b"\n",)
+        if len(line) == limit and not line.endswith(ends):
+            while (rest := handle.readline(limit)) and not rest.endswith(ends):
+                pass
+        yield line
+
+
 def raw_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
     """(line number, bytes with the line ending) of every physical line, streaming.
 
     Latin-1 maps each byte to one character, so the text layer splits at LF, CRLF and CR while
     the bytes come back unchanged for the real decoding."""
     with open(path, encoding="latin-1", newline="") as handle:
-        for number, text in enumerate(handle, start=1):
+        for number, text in enumerate(bounded_lines(handle), start=1):
             raw = text.encode("latin-1")
             if number == 1 and raw.startswith(BOM):
                 raw = raw[len(BOM) :]

@@ -25,7 +25,7 @@ import numpy as np
 
 from utils.constants import MAX_AUDIO_LENGTH, MIN_CLIP_SECONDS, XTTS_SAMPLE_RATE
 from utils.data.csv_reader import CsvLayout, Problem, detect_layout, iter_rows
-from utils.data.csv_text import raw_lines
+from utils.data.csv_text import bounded_lines, raw_lines
 from utils.data.duplicates import drop_duplicate_audio, path_hash
 from utils.data.report import HISTOGRAM_EDGES, DatasetReport, UsableRows
 from utils.data.row_checks import TextChecker, check_row
@@ -114,7 +114,7 @@ def _count_rows(layouts: dict[Path, CsvLayout], index_dir: str | os.PathLike | N
                 total += len(index)
         else:
             with open(path, "rb") as handle:
-                total += sum(1 for raw in handle if raw.strip()) - int(has_header)
+                total += sum(1 for raw in bounded_lines(handle) if raw.strip()) - int(has_header)
     return max(total, 0)
 
 
