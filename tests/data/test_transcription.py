@@ -501,3 +501,31 @@ def test_a_model_name_is_never_a_folder_of_the_working_directory(tmp_path, monke
     assert str(tmp_path / "models" / "small") in str(refused.value)
     # Given as a path, the same folder is what the user meant.
     assert FasterWhisperTranscriber(f"./{name}").resolve_model_dir() == name
+
+
+def test_a_full_disk_while_writing_metadata_leaves_nothing_and_a_retry_works(tmp_path, monkeypatch):
+    """The clips are written, then the disk fills at the CSV: no half CSV, no clips, no temporary file left."""
+    import errno
+
+    import utils.data.recordings as recordings
+    import utils.files
+
+    rec = tmp_path / "in" / "r.wav"
+    rec.parent.mkdir()
+    sf.write(rec, synth_recording(22050, SCRIPT[:5], 4.0), 22050)
+    out = tmp_path / "out"
+
+    def disk_full_at_the_csv(path, text):
+        def half_then_full(handle):
+            handle.write(text.encode()[: len(text) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        return utils.files.atomic_write(path, half_then_full)
+
+    monkeypatch.setattr(recordings, "write_text_atomic", disk_full_at_the_csv)
+    with pytest.raises(OSError, match="No space left"):
+        transcribe_recordings([rec], out, FakeTranscriber())
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == []
+    monkeypatch.undo()
+    csv_path = transcribe_recordings([rec], out, FakeTranscriber())
+    assert len(csv_path.read_text(encoding="utf-8").splitlines()) > 1

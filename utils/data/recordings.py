@@ -20,7 +20,9 @@ from utils.audio.segmentation import Segment, split_on_silence
 from utils.constants import XTTS_SAMPLE_RATE
 from utils.data.clips import segments_to_clips
 from utils.data.csv_text import coqui_field
+from utils.data.prepare import HEADER
 from utils.data.transcription import Transcriber
+from utils.files import write_text_atomic
 
 # Segments handed to the recogniser stay under Whisper's 30 s window, so no segment straddles two
 # windows; clips are then cut from the words, so segments may be longer than clips.
@@ -87,10 +89,12 @@ def transcribe_recordings(
             writer.recording(
                 p, stem, segs, transcriber, language, dict(min_clip_s=min_clip_s, max_clip_s=max_clip_s, pad_s=pad_s)
             )
-        # "x": exclusive create, in case a metadata.csv appeared while we worked.
-        with open(out / "metadata.csv", "x", encoding="utf-8", newline="\n") as f:
-            f.write("audio_file|text|speaker_name\n")
-            f.writelines(writer.rows)
+        # Complete before it gets its name, and never over a metadata.csv that appeared while we worked.
+        staged = write_text_atomic(out / f".metadata-{os.getpid()}.csv.tmp", "".join([HEADER + "\n", *writer.rows]))
+        try:
+            os.link(staged, out / "metadata.csv")
+        finally:
+            staged.unlink(missing_ok=True)
     except BaseException:
         for w in writer.written:
             w.unlink(missing_ok=True)
