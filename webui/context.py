@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from utils.device.gpu import detect_gpu
 from utils.model.base_models import models_root
 from utils.model.ready import READY_DIR
 from utils.training.run_record import list_runs, read_run
@@ -29,6 +30,13 @@ class UIContext:
     @property
     def roots(self) -> AppRoots:
         return AppRoots(self.output_dir, tuple(self.data_dirs), models_root())
+
+    def gpu_in_use_by_training(self) -> str:
+        """Why GPU work of the page (speech, transcription) must wait, or "": a training run, in its own
+        process, holds the GPU, and a second model there could end it with out-of-memory."""
+        if self.runner.is_active() and detect_gpu().available:
+            return "A training run is using the GPU: stop it or wait for it to end, then try again."
+        return ""
 
     def register(self, tab: str, components: dict[str, Any]) -> dict[str, Any]:
         for name, component in components.items():

@@ -279,6 +279,8 @@ def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, spea
         raise gr.Error(str(exc)) from exc
     if not paths:
         raise gr.Error("Upload one or more long recordings first.")
+    if why := ctx.gpu_in_use_by_training():  # Whisper would load onto the GPU the run is using
+        raise gr.Error(why)
     out = ctx.datasets_dir / f"transcribed-{time.strftime('%Y%m%d-%H%M%S')}"
     lang = canonical_language(language)
     try:

@@ -27,6 +27,11 @@ def _chosen_model(run: str, ready_path: str) -> str:
     return source
 
 
+def _gpu_free(ctx: UIContext) -> None:
+    if why := ctx.gpu_in_use_by_training():
+        raise gr.Error(why)
+
+
 def _ready_and_reference(ctx: UIContext, source: str, reference: str | None) -> tuple[Path, str | None]:
     """The model's ready/ folder and the reference clip, both confined to the app's folders (ValueError)."""
     ready = find_ready_dir(ctx.roots.run_folder(source, "model"))
@@ -74,6 +79,7 @@ def synthesize_handler(
 ) -> tuple[str, str]:
     """Generate speech; returns (audio path for the player, same path for download)."""
     source = _chosen_model(run, ready_path)
+    _gpu_free(ctx)
     try:
         ready, reference = _ready_and_reference(ctx, source, reference)
         output = ctx.output_dir / "synthesized" / f"{Path(source).name}-{time.strftime('%Y%m%d-%H%M%S')}.wav"
@@ -114,6 +120,7 @@ def compare_handler(
     from utils.quality.compare import compare_with_base
 
     source = _chosen_model(run, ready_path)
+    _gpu_free(ctx)
     try:
         ready, reference = _ready_and_reference(ctx, source, reference)
         result = compare_with_base(

@@ -12,6 +12,7 @@ import gradio as gr
 from utils.device.gpu import detect_gpu
 from utils.device.memory import get_memory_stats
 from utils.model.inference import unload_voice
+from utils.quality.asr import clear_transcriber_cache
 from utils.training.arguments import ADVANCED, DATA, MODEL, QUALITY, SCHEDULE, SPEED, TrainArguments
 from utils.training.optimizations import TrainingOptimizer
 from utils.training.run_record import read_run
@@ -203,7 +204,8 @@ def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
         raise gr.Error(str(exc)) from exc
     if ctx.runner.is_active():
         raise gr.Error("A training run is already active; stop it or wait for it to end.")
-    unload_voice()  # the Test tab's model would hold GPU memory the run needs
+    unload_voice()  # the Test tab's model and a loaded Whisper would hold GPU memory the run needs
+    clear_transcriber_cache()
     roots = [str(root) for root in ctx.roots.audio_roots(arguments.train_csv, arguments.eval_csv)]
     started, message = ctx.runner.start({**arguments.to_dict(), "audio_roots": roots})
     if not started:

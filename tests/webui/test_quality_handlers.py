@@ -18,10 +18,10 @@ from utils.quality.asr import bundled_whisper_dir
 from utils.quality.compare import compare_with_base
 from webui import quality_view
 from webui.context import UIContext
-from webui.dataset_handlers import check_handler, prepare_handler
+from webui.dataset_handlers import check_handler, prepare_handler, transcribe_handler
 from webui.paths import PathRefused
 from webui.runner import TrainingRunner
-from webui.test_tab import compare_handler, run_selected
+from webui.test_tab import compare_handler, run_selected, synthesize_handler
 from webui.train_tab import QUALITY_PLAYERS, quality_refresh
 
 SAMPLING = dict(temperature=0.75, length_penalty=1.0, repetition_penalty=5.0, top_k=50, top_p=0.85, speed=1.0)
@@ -112,6 +112,27 @@ def test_picking_a_run_fills_its_language_and_serves_no_file_of_it(quality_run):
     language, reference = run_selected(ctx, str(run_dir), "")
     assert language["value"] == "en"
     assert reference["value"] is None and "the run's own reference clip" in reference["label"]
+
+
+def test_speech_waits_while_a_training_run_holds_the_gpu(quality_run, monkeypatch, tmp_path):
+    """The run trains in its own process, outside the page's GPU queue: on a GPU, Generate, Compare and
+    Transcribe are refused while it is active (a second model there could end it with out-of-memory)."""
+    import webui.context
+    from utils.device.gpu import GPUInfo
+
+    ctx, run_dir = quality_run
+    monkeypatch.setattr(webui.context, "detect_gpu", lambda: GPUInfo(available=True, name="GPU", device_count=1))
+    monkeypatch.setattr(ctx.runner, "is_active", lambda: True)
+    with pytest.raises(Exception, match="A training run is using the GPU"):
+        synthesize_handler(ctx, str(run_dir), "", None, "hello", "en", **SAMPLING, max_tokens=10)
+    with pytest.raises(Exception, match="A training run is using the GPU"):
+        compare_handler(ctx, str(run_dir), "", None, "hello", "en", 1, "small", **SAMPLING, max_tokens=10)
+    recording = write_dataset(ctx.output_dir.parent / "data" / "rec", n=1).parent / "wavs" / "clip_000.wav"
+    with pytest.raises(Exception, match="A training run is using the GPU"):
+        transcribe_handler(ctx, [str(recording)], "tiny", "en", "me", progress=lambda *a, **k: None)
+    monkeypatch.setattr(ctx.runner, "is_active", lambda: False)
+    audio, _ = synthesize_handler(ctx, str(run_dir), "", None, "hello", "en", **SAMPLING, max_tokens=10)
+    assert Path(audio).is_file()
 
 
 @pytest.mark.slow
