@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import write_dataset
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hermetic_environment(tmp_path_factory):
+    """Nothing of the suite outside its temporary folders and nothing from a network, whatever the machine:
+    no model hub, Gradio's and the temporary files of this process and of every process it starts (the app
+    servers, training children and ranks inherit the environment) under the session's folder."""
+    folder = tmp_path_factory.mktemp("environment")
+    (folder / "tmp").mkdir()
+    saved = tempfile.tempdir
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setenv("HF_HOME", str(folder / "hf"))
+        patch.setenv("GRADIO_TEMP_DIR", str(folder / "gradio"))
+        patch.setenv("TMPDIR", str(folder / "tmp"))
+        tempfile.tempdir = str(folder / "tmp")
+        try:
+            yield folder
+        finally:
+            tempfile.tempdir = saved
 
 
 @pytest.fixture(scope="session")

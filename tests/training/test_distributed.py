@@ -204,14 +204,15 @@ def test_a_killed_rank_fails_the_run_cleanly_keeping_the_last_checkpoint(stopped
     """Launch 2: resumed from the notebook; rank 1 is killed after the periodic checkpoint of 6 steps."""
     run_dir = stopped_run["run_dir"]
     killed: list[int] = []
+    killed_at: list[float] = []
 
     def kill_rank_one(record: dict) -> None:
         if record["type"] == "train" and record["step"] >= 7 and not killed:
             killed.append(read_run(run_dir)["distributed"]["ranks"][1]["pid"])
+            killed_at.append(time.time())
             os.kill(killed[0], signal.SIGKILL)
 
     seen: list[dict] = []
-    started = time.time()
     with pytest.raises(RuntimeError, match=r"rank 1 was killed by SIGKILL") as failure:
         train_gpt(
             **COMMON,
@@ -220,7 +221,8 @@ def test_a_killed_rank_fails_the_run_cleanly_keeping_the_last_checkpoint(stopped
             resume_from=str(run_dir),
             progress_callback=lambda r: (seen.append(r), kill_rank_one(r)),
         )
-    assert time.time() - started < 120, "the surviving rank did not hang"
+    # The survivor ends soon after the kill; a hang would wait for the process group's 30-minute timeout.
+    assert time.time() - killed_at[0] < 120, "the surviving rank did not hang"
     assert train_steps(seen)[0] == stopped_run["trace"][0][-1]["step"] + 1, "this session's records only"
     run = read_run(run_dir)
     ranks = [r["pid"] for r in run["distributed"]["ranks"]]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -30,8 +29,6 @@ def test_end_to_end_run_returns_six_paths_and_a_model_that_learned(tmp_path, tin
     before = digests(data)
     # Flags a notebook kernel or the web app may carry; coqui's Trainer would parse them by default.
     monkeypatch.setattr(sys, "argv", ["kernel", "--epochs", "999", "--batch_size", "1000", "--continue_path", "/x"])
-    started = time.time()
-
     result = train_gpt(
         "",
         "tiny",
@@ -51,7 +48,6 @@ def test_end_to_end_run_returns_six_paths_and_a_model_that_learned(tmp_path, tin
         quality_eval=0,
     )
 
-    assert time.time() - started < 120
     assert isinstance(result, TrainResult)
     speaker, config, checkpoint, vocab, run_dir, reference = result
     for path in (speaker, config, checkpoint, vocab, reference):

@@ -66,6 +66,12 @@ class AppServer:
             self.process.kill()
         self.log.close()
 
+    def client(self):
+        """A gradio_client for this app; what it downloads stays beside the app's log."""
+        from gradio_client import Client
+
+        return Client(self.url, verbose=False, download_files=str(self.log_path.parent / "downloads"))
+
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 

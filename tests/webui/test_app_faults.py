@@ -28,14 +28,13 @@ def wait_until(predicate, timeout: float, what: str):
 
 
 def test_kill_9_of_the_app_mid_run_then_restart_and_resume(tmp_path, tiny_base):
-    from gradio_client import Client
 
     csv_path = absolute_path_csv(tmp_path / "data")
     output = tmp_path / "output"
     first = AppServer(output, tmp_path / "app1.log", data_dirs=(tmp_path / "data",))
     try:
         first.wait_ready()
-        client = Client(first.url, verbose=False)
+        client = first.client()
         assert client.predict(**form(str(csv_path), 8), api_name="/start_training") == "Training started."
         wait_for(client, lambda s: s["status"] == "running" and s["step"] >= 2, 180, "two steps")
         first.process.send_signal(signal.SIGKILL)
@@ -57,7 +56,7 @@ def test_kill_9_of_the_app_mid_run_then_restart_and_resume(tmp_path, tiny_base):
     second = AppServer(output, tmp_path / "app2.log", data_dirs=(tmp_path / "data",))
     try:
         second.wait_ready()
-        client = Client(second.url, verbose=False)
+        client = second.client()
         assert client.predict(api_name="/training_status")["status"] == "idle"
         resumed_form = form(str(csv_path), 8, resume_from=run_dir.name)
         assert client.predict(**resumed_form, api_name="/start_training") == "Training started."

@@ -62,10 +62,9 @@ def app(tmp_path_factory, tiny_base):
 
 
 def test_dataset_train_stop_status_memory_synthesize_export(app):
-    from gradio_client import Client
 
     server, folder = app
-    client = Client(server.url, verbose=False)
+    client = server.client()
     csv_path = absolute_path_csv(folder / "data")
     before = csv_path.read_bytes()
 

@@ -26,9 +26,8 @@ def app(tmp_path_factory, tiny_base):
 
 
 def client_for(server):
-    from gradio_client import Client
 
-    return Client(server.url, verbose=False)
+    return server.client()
 
 
 def refused(call, *args, api_name: str, **kwargs) -> str:

@@ -107,6 +107,7 @@ def test_quality_table_says_why_a_score_is_empty():
     assert table.iloc[0]["best"] == "★" and "download failed" in table.iloc[0]["notes"]
 
 
+@pytest.mark.slow
 def test_picking_a_run_fills_its_language_and_serves_no_file_of_it(quality_run):
     ctx, run_dir = quality_run
     language, reference = run_selected(ctx, str(run_dir), "")
@@ -114,6 +115,7 @@ def test_picking_a_run_fills_its_language_and_serves_no_file_of_it(quality_run):
     assert reference["value"] is None and "the run's own reference clip" in reference["label"]
 
 
+@pytest.mark.slow
 def test_speech_waits_while_a_training_run_holds_the_gpu(quality_run, monkeypatch, tmp_path):
     """The run trains in its own process, outside the page's GPU queue: on a GPU, Generate, Compare and
     Transcribe are refused while it is active (a second model there could end it with out-of-memory)."""
