@@ -39,7 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         metavar="FOLDER",
         help="A folder whose datasets the page may read by typed path (repeatable). Uploads and the "
-        "output folder are always allowed; nothing else is.",
+        "output folder's datasets/ are always allowed; nothing else is.",
     )
     args = parser.parse_args(argv)
     if args.auth:

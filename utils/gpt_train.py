@@ -65,7 +65,7 @@ def train_gpt(
 
     Keyword options (defaults, bounds and help in `utils.training.arguments.TrainArguments`): learning_rate,
     lr_milestones, grad_clip, weight_decay, save_step, save_n_checkpoints, precision, resume_from,
-    num_workers, seed, run_name, models_dir, optimizer, enable_tf32, leaner_steps, devices, quality_eval,
+    num_workers, seed, run_name, models_dir, optimizer, enable_tf32, devices, quality_eval,
     best_by, early_stop_patience, whisper_model, ... (`python -m utils.cli train --help` lists them all).
 
     progress_callback receives each record written to metrics.jsonl (train steps, evals, status).

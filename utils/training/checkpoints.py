@@ -3,7 +3,8 @@
 - `checkpoint_<steps done>.pth` holds the trained weights (not the frozen DVAE and HiFi-GAN, which come
   from the base model), the optimizer, scheduler and scaler: everything a resume needs. Only the
   newest `keep` of them stay on disk.
-- `best_model.pth` holds the weights only (no optimizer state): the model with the lowest eval loss.
+- `best_model.pth` holds the weights only (no optimizer state): the best model by the run's `best_by` rule
+  (the lowest eval loss by default; utils.training.best_checkpoint).
 - Every file is written to a temporary file and renamed, so a crash or a full disk leaves the previous
   file, never a truncated one; a full disk ends the run with `DiskFull`, naming the last good checkpoint.
 - A model whose weights are no longer finite (NaN/inf) is never saved, and older checkpoints are only
