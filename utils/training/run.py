@@ -137,18 +137,7 @@ class TrainingRun:
         self.ranks = distributed.describe_ranks()  # a collective: every rank of a multi-process run takes part
         if not distributed.is_main_process():
             return train_beside_rank_zero(self, base, report, self.ranks)
-        auto_batch = self.args.batch_size == "auto"
-        if auto_batch and self.resume_dir is not None:
-            # The interrupted epoch, the schedule and the optimizer state all assume the run's own batch size.
-            batch = int((read_run(self.resume_dir).get("arguments") or {}).get("batch_size") or 0)
-            if batch < 1:
-                raise ValueError(f"resume_from: {self.resume_dir} does not record its batch size; give batch_size.")
-            self.batch_choice, auto_batch = f"batch_size auto on resume: the run's own {batch}", False
-            self.args = self.args.replace(batch_size=batch)
-            print(self.batch_choice, flush=True)
-        elif auto_batch:
-            batch, self.batch_choice = plan_batch_size(self.args, report.train_count)
-            self.args = self.args.replace(batch_size=batch)
+        probe_batch = self._resolve_auto_batch(report)
         steps_per_epoch = distributed.steps_per_epoch(report.train_count, self.args.batch_size)
         self.run_dir = self.resume_dir or create_run_dir(
             self.args.output_path, self.args.run_name or f"{self.language}-{base.version}"
@@ -173,7 +162,7 @@ class TrainingRun:
                 resume=self.resume_point,
                 on_checkpoint=self._checkpoint_saved,
             )
-            if auto_batch:
+            if probe_batch:
                 self._confirm_batch_size(report)
             self._write_run_files(report)
             # Taken now, while the dataset is as validated: the user's files may move during a long run.
@@ -199,6 +188,23 @@ class TrainingRun:
                 self.clip_failures = list(self.setup.trainer.model.clip_failures)  # the model is released next
                 self.setup.release()
             return self._finish(base)
+
+    def _resolve_auto_batch(self, report: DatasetReport) -> bool:
+        """batch_size="auto": the planner's batch (True: a probe step confirms it once the model is built), or on
+        a resume the run's own, which its interrupted epoch, schedule and optimizer state assume."""
+        if self.args.batch_size != "auto":
+            return False
+        if self.resume_dir is None:
+            batch, self.batch_choice = plan_batch_size(self.args, report.train_count)
+            self.args = self.args.replace(batch_size=batch)
+            return True
+        batch = int((read_run(self.resume_dir).get("arguments") or {}).get("batch_size") or 0)
+        if batch < 1:
+            raise ValueError(f"resume_from: {self.resume_dir} does not record its batch size; give batch_size.")
+        self.batch_choice = f"batch_size auto on resume: the run's own {batch}"
+        self.args = self.args.replace(batch_size=batch)
+        print(self.batch_choice, flush=True)
+        return False
 
     # --- the run's record -----------------------------------------------------------------------------
     def _set_status(self, status: RunStatus, **fields: Any) -> None:
