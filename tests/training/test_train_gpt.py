@@ -204,6 +204,9 @@ def test_unknown_option_is_refused(tmp_path, dataset_csv):
 def test_ctrl_c_saves_a_checkpoint_and_returns_instead_of_killing_the_process(tmp_path, tiny_base):
     import signal
 
+    # What a terminal or a notebook kernel has; a job started in the background (as CI may start the suite)
+    # inherits SIGINT ignored, and Python keeps it so.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     csv_path = write_dataset(tmp_path / "data", n=14)
     seen: list[dict] = []
 
@@ -212,15 +215,18 @@ def test_ctrl_c_saves_a_checkpoint_and_returns_instead_of_killing_the_process(tm
         if record["type"] == "train" and record["step"] == 3:
             signal.raise_signal(signal.SIGINT)  # what Ctrl-C / "interrupt kernel" delivers
 
-    result = train_gpt(
-        train_csv=str(csv_path),
-        output_path=str(tmp_path / "out"),
-        num_epochs=5,
-        batch_size=3,
-        grad_acumm=1,
-        progress_callback=press_ctrl_c_at_step_3,
-        **FAST,
-    )
+    try:
+        result = train_gpt(
+            train_csv=str(csv_path),
+            output_path=str(tmp_path / "out"),
+            num_epochs=5,
+            batch_size=3,
+            grad_acumm=1,
+            progress_callback=press_ctrl_c_at_step_3,
+            **FAST,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert result.status == "interrupted"
     run = json.loads((Path(result.run_dir) / "run.json").read_text())
     # Named by the steps done, as the page shows them ("Step 3"): checkpoint_3.pth.
