@@ -40,9 +40,10 @@ def assert_resumable(run_dir: str | Path, csv_path: Path, **common) -> None:
     assert newest is not None, f"no checkpoint in {run_dir}"
     state = torch.load(newest, map_location="cpu", weights_only=True)
     assert not non_finite_tensors(state["model"]), f"{newest.name} holds NaN/inf weights"
-    assert not list(Path(run_dir).glob("*.tmp")) and not list(Path(run_dir).glob(".*.tmp")), "temporary files left"
     resumed = train_gpt(train_csv=str(csv_path), resume_from=str(run_dir), **{**FAST, **common})
     assert resumed.status == "finished" and resumed.run_dir == str(run_dir)
+    # A kill -9 in the middle of a checkpoint write leaves its temporary file; the resume removes it.
+    assert not list(Path(run_dir).glob("*.tmp")) and not list(Path(run_dir).glob(".*.tmp")), "temporary files left"
     train_rows = validate_dataset(csv_path).train_count
     assert max(steps(run_dir)) == common["num_epochs"] * -(-train_rows // common["batch_size"]), "the plan, exactly"
 
@@ -229,8 +230,10 @@ def test_resuming_from_an_older_checkpoint_sets_the_later_ones_aside_and_writes_
     run_dir = Path(first.run_dir)
     assert [step for step, _ in checkpoints(run_dir)] == [2, 4, 6]
     old = {name: (run_dir / name).stat().st_ino for name in ("checkpoint_4.pth", "checkpoint_6.pth")}
+    (run_dir / ".checkpoint_8.pth.k9x2.tmp").write_bytes(b"half a checkpoint")  # what a kill -9 mid-write leaves
 
     branch = train_gpt(**{**common, "resume_from": str(run_dir / "checkpoint_2.pth")})
+    assert not list(run_dir.glob(".*.tmp")), "the killed write's temporary file is removed on resume"
     assert branch.status == "finished" and branch.run_dir == str(run_dir)
     (aside,) = run_dir.glob("superseded-*")
     assert {p.name: p.stat().st_ino for p in aside.iterdir()} == old, "the old branch kept, untouched"

@@ -74,6 +74,15 @@ def set_aside_newer(run_dir: Path, steps_done: int) -> Path | None:
     return folder
 
 
+def remove_stale_temporaries(run_dir: Path) -> list[Path]:
+    """Delete the temporary files of checkpoint writes that a killed process left (kill -9 mid-write: the
+    rename never happened, the finished checkpoints are intact). Only for a run no process is writing."""
+    stale = [*run_dir.glob(".checkpoint_*.pth.*.tmp"), *run_dir.glob(f".{BEST_MODEL_FILE}.*.tmp")]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
 def non_finite_tensors(state: dict[str, Any]) -> list[str]:
     """Names of floating-point tensors holding NaN or inf."""
     return [

@@ -34,6 +34,7 @@ from utils.training.checkpoints import (
     DiskFull,
     checkpoint_path,
     newest_checkpoint,
+    remove_stale_temporaries,
     set_aside_newer,
 )
 from utils.training.run_record import RunStatus
@@ -102,8 +103,10 @@ class FineTuneTrainer(Trainer):
         self.checkpoints = checkpoints or CheckpointWriter(self.output_path, self.config.save_n_checkpoints)
         # The checkpoint of this many steps on disk holds this trainer's weights (after a resume: the restored one).
         self._saved_step = self.total_steps_done if self.continue_run else 0
-        if self.continue_run and self._restore_from is not None and distributed.is_main_process():
-            set_aside_newer(Path(self.output_path), self.total_steps_done)
+        if self.continue_run and distributed.is_main_process():  # the run's earlier process has ended
+            remove_stale_temporaries(Path(self.output_path))
+            if self._restore_from is not None:
+                set_aside_newer(Path(self.output_path), self.total_steps_done)
         if self.use_cuda and hasattr(self._get_model(), "xtts"):
             # coqui moved the whole model to the GPU; no training step uses the HiFi-GAN decoder.
             self._get_model().xtts.hifigan_decoder.to("cpu")
