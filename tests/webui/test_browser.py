@@ -78,8 +78,13 @@ def test_upload_check_train_and_watch_progress_and_memory(tmp_path, tiny_base, b
         browser.get(server.url)
         wait_text(browser, "XTTS fine-tuning studio")
 
-        typed = browser.find_element(
-            By.XPATH, "//*[contains(text(), 'train CSV path on this machine')]/ancestor::label//textarea"
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        # The title renders before the tabs' components: wait for the field itself (a loaded machine is slow).
+        typed = WebDriverWait(browser, 60).until(
+            lambda d: d.find_element(
+                By.XPATH, "//*[contains(text(), 'train CSV path on this machine')]/ancestor::label//textarea"
+            )
         )
         typed.send_keys(str(csv_path))
         time.sleep(1)
