@@ -71,3 +71,12 @@ def digests(folder: Path) -> dict[str, str]:
         for p in sorted(folder.rglob("*"))
         if p.is_file()
     }
+
+
+def tensorboard_scalars(run_dir: str | Path, tag: str) -> list[tuple[int, float]]:
+    """(step, value) of one scalar in a run's TensorBoard event files, as TensorBoard itself reads them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(Path(run_dir) / "tensorboard"))
+    events.Reload()
+    return [(e.step, e.value) for e in events.Scalars(tag)]

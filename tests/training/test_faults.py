@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import write_dataset
+from tests.helpers import tensorboard_scalars, write_dataset
 from utils.data.validation import validate_dataset
 from utils.files import read_jsonl
 from utils.gpt_train import train_gpt
@@ -101,6 +101,9 @@ def test_kill_9_of_the_training_process_is_recorded_and_the_run_resumes(tmp_path
     assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
     assert record["last_checkpoint"] and Path(record["last_checkpoint"]).is_file()
     assert_resumable(run_dir, csv_path, num_epochs=2, batch_size=2, grad_acumm=1, save_step=2)
+    # TensorBoard draws each step once: the steps the killed leg wrote after its checkpoint were purged.
+    curve = [step for step, _ in tensorboard_scalars(run_dir, "train/loss")]
+    assert curve == list(range(1, max(steps(run_dir)) + 1))
 
 
 def test_two_runs_started_at_once_on_one_output_folder_never_share_a_folder(tmp_path, tiny_base):

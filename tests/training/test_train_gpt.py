@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import digests, write_dataset
+from tests.helpers import digests, tensorboard_scalars, write_dataset
 from utils.files import read_jsonl
 from utils.gpt_train import TrainResult, train_gpt
 
@@ -159,6 +159,11 @@ def test_stop_then_resume_continues_the_step_count_and_schedule(tmp_path, tiny_b
     # the resumed session's 3rd step) holds AdamW's step counter for all 10 steps, not only the 3 since the resume.
     late = torch.load(Path(resumed.run_dir) / "checkpoint_10.pth", weights_only=True)
     assert {float(s["step"]) for s in late["optimizer"][0]["state"].values()} == {10.0}
+    # TensorBoard holds the same curve as metrics.jsonl, both legs, each step once.
+    curve = tensorboard_scalars(resumed.run_dir, "train/loss")
+    assert [step for step, _ in curve] == list(range(1, 13))
+    assert [value for _, value in curve] == pytest.approx([r["loss"] for r in train_records(resumed.run_dir)])
+    assert [step for step, _ in tensorboard_scalars(resumed.run_dir, "eval/loss")] == [4, 8, 12]
 
 
 @pytest.mark.parametrize(

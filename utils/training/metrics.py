@@ -18,6 +18,8 @@ from trainer.logging.base_dash_logger import BaseDashboardLogger
 
 from utils.device.memory import get_memory_stats
 from utils.files import append_jsonl
+from utils.training.run_record import RunStatus
+from utils.training.tensorboard_log import TensorBoardMirror
 
 EventCallback = Callable[[dict[str, Any]], None]
 
@@ -40,12 +42,14 @@ class MetricsLogger(BaseDashboardLogger):
         steps_per_epoch: int,
         total_steps: int,
         on_event: EventCallback | None = None,
+        tensorboard: TensorBoardMirror | None = None,
     ) -> None:
         self.path = Path(path)
         self.batch_size = batch_size
         self.steps_per_epoch = steps_per_epoch
         self.total_steps = total_steps
         self.on_event = on_event
+        self.tensorboard = tensorboard
         self.trainer: Any = None
         # A multi-process run sets it: the fields every rank contributes to a step (averaged loss, memory per rank).
         self.extra_step_fields: Callable[[], dict[str, Any]] | None = None
@@ -120,6 +124,12 @@ class MetricsLogger(BaseDashboardLogger):
     def status(self, status: str, **fields: Any) -> None:
         """A run-level event: started, resumed, stopped, finished, failed..."""
         self._emit({"type": "status", "status": status, **fields})
+        if self.tensorboard is not None:
+            # A status record is where a reader looks: what is buffered reaches the files now.
+            if RunStatus.parse(status).ended:
+                self.tensorboard.close()
+            else:
+                self.tensorboard.flush()
 
     def quality(self, **fields: Any) -> None:
         """Measured quality of one evaluation (utils.training.best_checkpoint writes it)."""
@@ -141,6 +151,8 @@ class MetricsLogger(BaseDashboardLogger):
             # Peaks per record (per step, per eval) show where memory spikes, not just the run's maximum.
             torch.cuda.reset_peak_memory_stats()
         append_jsonl(self.path, record)
+        if self.tensorboard is not None:
+            self.tensorboard(record)
         if self.on_event is not None:
             self.on_event(dict(record))
 
@@ -164,7 +176,8 @@ class MetricsLogger(BaseDashboardLogger):
         pass
 
     def flush(self):
-        pass
+        if self.tensorboard is not None:
+            self.tensorboard.flush()
 
     def finish(self):
-        pass
+        self.flush()

@@ -61,6 +61,7 @@ from utils.training.run_record import (
     write_run,
 )
 from utils.training.setup import TrainingSetup, build_training_setup, lr_milestones
+from utils.training.tensorboard_log import TensorBoardMirror
 from utils.training.text_checks import text_check_options
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -148,6 +149,7 @@ class TrainingRun:
             steps_per_epoch=steps_per_epoch,
             total_steps=self.args.num_epochs * steps_per_epoch,
             on_event=self.progress,
+            tensorboard=TensorBoardMirror(self.run_dir, resumed=self.resume_dir is not None),
         )
         self._write_record(base, report)
         with torch_settings_restored(), self._recording_failures():
