@@ -14,7 +14,7 @@ import pytest
 import soundfile as sf
 import torch
 
-from tests.helpers import digests, write_dataset
+from tests.helpers import digests, tensorboard_scalars, write_dataset
 from utils.files import read_jsonl
 from utils.gpt_train import train_gpt
 from utils.quality.selection import BestRule, is_better
@@ -106,6 +106,14 @@ def test_every_evaluation_writes_its_clips_and_a_score_record(cer_run):
         assert record["rule"] == "cer" and record["seconds"] > 0
     assert [q["epoch"] for q in quality] == [1, 2, 3]
     assert digests(data) == before, "the user's files changed"
+    # TensorBoard has the same scores and the scored clips as audio, for comparing runs there.
+    assert tensorboard_scalars(run_dir, "quality/cer") == [(q["step"], pytest.approx(q["cer"])) for q in quality]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"audio": 0})
+    events.Reload()
+    assert [a.step for a in events.Audio("scored/1")] == [3, 6, 9]
+    assert all(a.sample_rate == 24000 and a.length_frames > 0 for a in events.Audio("scored/0"))
 
 
 def test_best_checkpoint_follows_the_rule_and_ready_names_it(cer_run):
