@@ -3,7 +3,8 @@
 Every write that matters (checkpoints, run records, prepared data, exports) goes through
 `atomic_write`: a temporary file in the same folder, flushed and fsynced, then renamed over the
 target. A crash or a full disk leaves the previous file (or none), never a truncated one, and the
-temporary file is removed.
+temporary file is removed. No write follows a symbolic link out of the folder that holds it
+(`check_write_target`).
 """
 
 from __future__ import annotations
@@ -29,10 +30,60 @@ def _fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
+class LinkOutRefused(ValueError):
+    """A write would follow a symbolic link out of the folder that holds it (the product writes only inside the
+    folders it owns)."""
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def link_out(path: PathLike, owner: PathLike) -> str:
+    """Where `path` leads when it is a symbolic link out of `owner` (the folder that holds it); "" otherwise."""
+    path = Path(path)
+    if not path.is_symlink():
+        return ""
+    target = path.resolve()
+    return "" if _inside(target, Path(owner).resolve()) else str(target)
+
+
+def refuse_link_out(path: PathLike, owner: PathLike | None = None) -> None:
+    """Raise LinkOutRefused when `path` is a symbolic link that leads out of `owner` (default: its folder)."""
+    path = Path(path)
+    owner = Path(owner) if owner is not None else path.absolute().parent
+    target = link_out(path, owner)
+    if target:
+        raise LinkOutRefused(
+            f"{path} is a symbolic link to {target}, outside {owner}: nothing is written through it. Remove the "
+            "link (or write to another folder)."
+        )
+
+
+def check_write_target(path: PathLike) -> None:
+    """A file about to be written: neither it nor its folder is a link out of the folder that holds it (a crafted
+    `wavs/` link would otherwise send the product's writes elsewhere). The folders a writer owns deeper down are
+    checked by the writer (`refuse_links_in`)."""
+    path = Path(path).absolute()
+    refuse_link_out(path)
+    refuse_link_out(path.parent)
+
+
+def refuse_links_in(folder: PathLike, names: list[str] | None = None) -> None:
+    """Before writing into a folder the product owns: none of its entries (or of `names`) is a link out of it."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    entries = [folder / name for name in names] if names is not None else list(folder.iterdir())
+    for entry in entries:
+        refuse_link_out(entry, folder)
+
+
 @contextlib.contextmanager
 def atomic_output(path: PathLike, mode: str = "wb", encoding: str | None = None) -> Iterator[IO[Any]]:
     """Open a temporary file beside `path`; on a clean exit it replaces `path`, on an error it is removed."""
     target = Path(path)
+    check_write_target(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
@@ -95,6 +146,7 @@ def read_json(path: PathLike, default: Any = None) -> Any:
 def append_jsonl(path: PathLike, record: dict[str, Any]) -> None:
     """Append one record as a single line (one write call, so a reader never sees half a record)."""
     line = json.dumps(record, allow_nan=False, ensure_ascii=False) + "\n"
+    check_write_target(path)
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(line)
 

@@ -181,6 +181,33 @@ def test_quotes_are_ordinary_text_in_pipe_files(folder):
     assert not report.problems and texts(report) == {2: '"Hi," she said', 3: 'an "unclosed quote'}
 
 
+def test_a_pipe_file_with_every_field_in_double_quotes_is_unquoted_by_the_csv_rules(folder):
+    """Issue 17: the literal quotes stayed in every text (and the speaker), silently."""
+    lines = [f'"wavs/c{i}.wav"|"Text ""{i}"" here"|"spk"' for i in range(N)]
+    report = check(folder, rows(lines, header='"audio_file"|"text"|"speaker_name"'))
+    assert report.rows_usable == N and not report.errors
+    assert texts(report) == {i + 2: f'Text "{i}" here' for i in range(N)}
+    speakers = {row.speaker_name for split in ("train", "eval") for row, _ in report.iter_usable(split)}
+    assert speakers == {"spk"}
+    assert any("read by the CSV rules" in note for note in report.notes), "the guess is said"
+
+
+def test_a_one_column_csv_of_audio_paths_says_it_has_no_texts(folder):
+    """Issue 17: reported as one row "spanning lines 2-9", which misleads."""
+    paths = [f"wavs/c{i}.wav" for i in range(N)]
+    report = check(folder, rows(paths))
+    assert report.rows_usable == 0 and "spanning" not in report.summary() and "spans" not in report.summary()
+    assert sorted(line for line in by_line(report) if line) == list(range(2, N + 2)), "one row per line"
+    assert by_line(report)[2] == [
+        "error: Only an audio path, no text: write the row as audio_file|text|speaker_name with the clip's transcript."
+    ]
+    for header in ([], ["audio_file"]):
+        report = check(folder, "\n".join([*header, *paths]) + "\n", name="paths.csv")
+        assert [p.reason for p in report.file_errors][0].startswith(
+            "The CSV has one column: audio paths without their texts (guessed from its first lines)."
+        )
+
+
 # --- rows across lines --------------------------------------------------------------------------------------
 
 

@@ -105,3 +105,63 @@ def test_a_failed_prepare_leaves_a_folder_that_can_be_used_again(tmp_path):
     assert [p.name for p in (tmp_path / "out").iterdir()] == [INDEX_DIR]  # only validation's row index
     result = prepare(write_dataset(tmp_path / "voice", n=3), tmp_path / "out")
     assert result.added_train + result.added_eval == 3
+
+
+# --- issue 17: an output folder that cannot take the dataset, and links out of it -------------------------------
+
+
+@pytest.mark.parametrize(
+    "make_out, message",
+    [
+        (lambda tmp: (tmp / "a_file").write_text("mine") and tmp / "a_file", "is a file, not a folder"),
+        (lambda tmp: (tmp / "a_file").write_text("mine") and tmp / "a_file" / "below", "cannot be made: .*is a file"),
+        (lambda tmp: Path("/proc/xtts-prepared"), "cannot be written to"),
+    ],
+)
+def test_an_output_folder_that_is_a_file_or_not_writable_is_a_clear_error(tmp_path, make_out, message):
+    """Issue 17: a bare NotADirectoryError / FileNotFoundError before."""
+    source = write_dataset(tmp_path / "voice", n=4)
+    out = make_out(tmp_path)
+    with pytest.raises(ValueError, match=f"out_dir {out}.*{message}"):
+        prepare(source, out)
+    if (tmp_path / "a_file").exists():
+        assert (tmp_path / "a_file").read_text() == "mine"
+
+
+@pytest.mark.parametrize("linked", ["wavs", "metadata_train.csv", ".index"])
+def test_preparing_into_a_folder_whose_entries_link_elsewhere_writes_nothing_through_them(tmp_path, linked):
+    """Issue 17: preparing into a folder whose wavs/ is a symlink wrote the clips into the folder it points to."""
+    source = write_dataset(tmp_path / "voice", n=4)
+    first = prepare(source, tmp_path / "out")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine")
+    entry = tmp_path / "out" / linked
+    if entry.is_dir():
+        shutil.rmtree(entry)
+    else:
+        entry.unlink()
+    entry.symlink_to(elsewhere / linked if linked.endswith(".csv") else elsewhere)
+    more = write_dataset(tmp_path / "more", n=4, seed_offset=20)
+    with pytest.raises(ValueError, match=f"{linked} is a symbolic link to .*outside .*nothing is written through it"):
+        prepare(more, first.folder)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["keep.txt"], "nothing written through the link"
+
+
+def test_no_write_of_the_product_follows_a_link_out_of_its_folder(tmp_path):
+    from utils.files import LinkOutRefused, append_jsonl, write_json_atomic
+
+    (tmp_path / "elsewhere").mkdir()
+    owned = tmp_path / "run"
+    owned.mkdir()
+    (owned / "evals").symlink_to(tmp_path / "elsewhere")
+    (owned / "metrics.jsonl").symlink_to(tmp_path / "elsewhere" / "metrics.jsonl")
+    with pytest.raises(LinkOutRefused):
+        write_json_atomic(owned / "evals" / "scores.json", {"a": 1})
+    with pytest.raises(LinkOutRefused):
+        append_jsonl(owned / "metrics.jsonl", {"a": 1})
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    (owned / "inside").mkdir()
+    (owned / "alias").symlink_to(owned / "inside")  # a link that stays inside its folder is followed
+    write_json_atomic(owned / "alias" / "x.json", {"a": 1})
+    assert (owned / "inside" / "x.json").is_file()

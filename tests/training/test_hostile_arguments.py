@@ -61,14 +61,32 @@ FAST = dict(version="tiny", enable_mixed_precision=False, num_workers=0, quality
         (dict(enable_sdpa="yes"), "enable_sdpa must be True or False"),
         (dict(best_by="cer", quality_eval=0), "best_by='cer' is measured on generated speech"),
         (dict(epochs=3), "Unknown option"),
+        # Inside the bounds, but cannot mean what they say (issue 17).
+        (dict(learning_rate=0), "learning_rate is 0: the weights would never change"),
+        (dict(learning_rate=0.0, num_epochs=1), "learning_rate is 0"),
+        (dict(lr_milestones=(0.5, 0.5)), "lr_milestones repeat 0.5"),
+        (dict(eval_csv="THE TRAIN CSV"), "eval_csv is the training CSV"),
     ],
 )
 def test_bad_arguments_are_refused_before_any_work(tmp_path, dataset_csv, change, message):
     before = digests(dataset_csv.parent)
+    change = {k: str(dataset_csv) if v == "THE TRAIN CSV" else v for k, v in change.items()}
     with pytest.raises(ValueError, match=message):
         train_gpt(train_csv=str(dataset_csv), output_path=str(tmp_path / "out"), **{**FAST, **change})
     assert not (tmp_path / "out").exists(), "nothing was created"
     assert digests(dataset_csv.parent) == before
+
+
+def test_the_clip_length_help_says_the_true_limit():
+    """The page refuses a clip over 11.61 s (its slider stops at the length XTTS v2 was trained with): the field's
+    help and the option's help say so, not the API's 30 s ceiling."""
+    from utils.training.arguments import option_of
+    from webui import form
+
+    spec = option_of("max_audio_length")
+    assert "11.61 s" in spec.help and "11.61 s" in spec.ui.info
+    slider = form.create_component("max_audio_length")
+    assert slider.maximum == 11.61 and "11.61 s" in slider.info
 
 
 def test_output_path_that_is_a_file_or_not_writable(tmp_path, dataset_csv):

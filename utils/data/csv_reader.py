@@ -27,6 +27,7 @@ from utils.data.csv_records import (
     QUOTED_SEPARATORS,
     SEPARATOR_NAMES,
     Record,
+    is_wholly_quoted,
     iter_records,
     split_line,
     uses_quoting,
@@ -102,11 +103,42 @@ class CsvLayout:
     problems: list[Problem] = field(default_factory=list)
 
 
-def _first_line(path: Path, encoding: str) -> tuple[int, str] | None:
+def _first_lines(path: Path, encoding: str, count: int = 2) -> list[tuple[int, str]]:
+    found = []
     for number, raw in raw_lines(path):
         text = strip_line_ending(raw.decode(encoding, errors="replace"))
         if text.strip():
-            return number, text
+            found.append((number, text))
+            if len(found) == count:
+                break
+    return found
+
+
+def _first_line(path: Path, encoding: str) -> tuple[int, str] | None:
+    lines = _first_lines(path, encoding, 1)
+    return lines[0] if lines else None
+
+
+def _guessed_from_first_lines(layout: CsvLayout, lines: list[tuple[int, str]]) -> Problem | None:
+    """What the first lines show about the layout that is guessed, not declared: fields in double quotes in a
+    pipe file (a note), or one column of audio paths without texts (an error naming the layout, instead of
+    one error per row)."""
+    if layout.separator == "|" and any(is_wholly_quoted(f) for _, line in lines for f in line.split("|") if f.strip()):
+        layout.notes.append(
+            'Fields are written in double quotes: read by the CSV rules (the quotes removed, "" read as one quote).'
+        )
+    columns = [[f.strip().strip('"') for f in split_line(line, layout.separator)] for _, line in lines]
+    single = [fields for fields in columns if len(fields) == 1]
+    if len(single) == len(columns) and any(_looks_like_audio(f[0]) or f[0].lower() == "audio_file" for f in single):
+        return Problem(
+            lines[0][0],
+            "",
+            "error",
+            "The CSV has one column: audio paths without their texts (guessed from its first lines). Each row "
+            "needs `audio_file|text|speaker_name`: add each clip's transcript, or upload the clips as "
+            "recordings to have them transcribed.",
+            file_level=True,
+        )
     return None
 
 
@@ -164,6 +196,10 @@ def detect_layout(path: Path) -> CsvLayout:
         return layout
     number, line = first
     layout.separator = _pick_separator(line)
+    one_column = _guessed_from_first_lines(layout, _first_lines(path, layout.encoding))
+    if one_column is not None:
+        layout.problems.append(one_column)
+        return layout
     fields = [f.strip() for f in split_line(line, layout.separator)]
     names = [f.lower() for f in fields]
     if layout.separator != "|":
@@ -288,6 +324,8 @@ def _map_fields(record: Record, layout: CsvLayout) -> tuple[dict[str, str], list
     """The row's values by column name and its warnings, or why the fields cannot be mapped."""
     fields, columns, separator = record.fields, layout.columns, layout.separator
     width, name = len(columns), SEPARATOR_NAMES[separator]
+    if len(fields) < 2 and _looks_like_audio(fields[0].strip('"')):
+        return f"Only an audio path, no text: write the row as {'|'.join(columns)} with the clip's transcript."
     if len(fields) < 2:
         return f"Expected {width} fields ({'|'.join(columns)}), found 1: the line has no {name} separator."
     warnings = []

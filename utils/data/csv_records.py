@@ -7,7 +7,9 @@ an audio file), after MAX_CELL_LINES lines, or at the end of the file: the row i
 reading goes on from the next row, instead of one cell swallowing the rest of the file. Pipe files
 (the coqui and LJSpeech formats) have no quoting: a quote there is ordinary text. In every format a
 line without any separator right after a row is that row's text broken across lines: the row is
-reported whole, not cut at the break. Each record counts one row.
+reported whole, not cut at the break (a line holding an audio path alone is a row of its own). A pipe-file
+field wholly in double quotes is unquoted by the CSV rules ("" is a quote); other quotes there are text.
+Each record counts one row.
 """
 
 from __future__ import annotations
@@ -86,6 +88,21 @@ def looks_like_row(text: str, separator: str) -> bool:
     return bool(found) and head.strip().strip('"').lower().endswith(AUDIO_EXTENSIONS)
 
 
+# A field wholly in double quotes by the CSV rules: a quote inside it is doubled.
+_WHOLLY_QUOTED = re.compile(r'\s*"((?:[^"]|"")*)"\s*')
+
+
+def unquote_field(value: str) -> str:
+    """A pipe-file field written in double quotes, unquoted by the CSV rules ("" is one quote); any other field
+    as it is (in the coqui format a quote inside a text, such as `He said "hi"`, is ordinary text)."""
+    match = _WHOLLY_QUOTED.fullmatch(value)
+    return match.group(1).replace('""', '"') if match else value
+
+
+def is_wholly_quoted(value: str) -> bool:
+    return _WHOLLY_QUOTED.fullmatch(value) is not None
+
+
 def split_line(text: str, separator: str) -> list[str]:
     """The fields of one line as written (for the header line and for layout detection)."""
     text = strip_line_ending(text)
@@ -94,7 +111,7 @@ def split_line(text: str, separator: str) -> list[str]:
             return next(csv.reader([text], delimiter=separator, skipinitialspace=True))
         except (csv.Error, StopIteration):
             return text.split(separator)
-    return text.split(separator)
+    return [unquote_field(f) for f in text.split(separator)]
 
 
 def iter_records(
@@ -123,7 +140,8 @@ def _continues(row: Record, line: Record, width: int, audio_first: bool) -> bool
     if line.error:
         return False
     if len(line.fields) == 1:
-        return True
+        # A line of an audio path alone is a row of its own (a CSV of paths without texts), not a broken text.
+        return not line.fields[0].strip().strip('"').lower().endswith(AUDIO_EXTENSIONS)
     cut_short = len(row.fields) < width and not row.joined_lines
     return audio_first and cut_short and not line.fields[0].strip().strip('"').lower().endswith(AUDIO_EXTENSIONS)
 
@@ -159,7 +177,7 @@ def _plain_records(path: str | os.PathLike, separator: str, encoding: str) -> It
             text = raw.decode(encoding, errors="replace")
         if not text.strip():
             continue
-        yield Record(number, number, strip_line_ending(text).split(separator), text, error)
+        yield Record(number, number, [unquote_field(f) for f in strip_line_ending(text).split(separator)], text, error)
 
 
 def _quoted_records(path: str | os.PathLike, separator: str, encoding: str) -> Iterator[Record]:

@@ -22,6 +22,7 @@ import hashlib
 import os
 import random
 import re
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
 from utils.data.csv_reader import CsvLayout, CsvRow, iter_rows
 from utils.data.csv_text import coqui_field
 from utils.data.validation import DatasetReport, check_options, validate_dataset
-from utils.files import append_jsonl, write_text_atomic
+from utils.files import append_jsonl, refuse_links_in, write_text_atomic
 
 TRAIN_FILE = "metadata_train.csv"
 EVAL_FILE = "metadata_eval.csv"
@@ -208,8 +209,29 @@ def _notes(copy: _Copy) -> list[str]:
     return notes
 
 
+def _check_writable(out: Path) -> None:
+    """The output folder is a folder (made if missing) this process can write in; nothing is created here."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir {out} is a file, not a folder: give a folder to prepare the dataset into.")
+    existing = out
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"out_dir {out} cannot be made: {existing} is a file. Give a folder to prepare into.")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise ValueError(
+            f"out_dir {out} cannot be written to ({exc.strerror or exc}); choose a folder you can write in."
+        ) from exc
+
+
 def _check_target(out: Path, sources: list[Path], language: str) -> None:
-    """Refuse an output folder that holds the user's data, someone else's files, or another language."""
+    """Refuse an output folder that holds the user's data, someone else's files, another language, or a link
+    out of it where this tool writes (wavs/ pointing elsewhere would receive the clips)."""
+    _check_writable(out)
+    refuse_links_in(out, ["wavs", INDEX_DIR, TRAIN_FILE, EVAL_FILE, LANG_FILE, MARKER_FILE, EDITS_FILE])
     if any(out == p.parent or out in p.parents for p in sources):
         raise ValueError(
             f"out_dir {out} holds your source CSV; prepare into a separate folder so nothing of yours is overwritten."

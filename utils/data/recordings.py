@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from utils.audio.io import load_audio, write_wav
+from utils.audio.io import AudioError, load_audio, write_wav
 from utils.audio.segmentation import Segment, split_on_silence
 from utils.constants import XTTS_SAMPLE_RATE
 from utils.data.clips import segments_to_clips
 from utils.data.csv_text import coqui_field
 from utils.data.prepare import HEADER
 from utils.data.transcription import Transcriber
-from utils.files import write_text_atomic
+from utils.files import check_write_target, write_text_atomic
 
 # Segments handed to the recogniser stay under Whisper's 30 s window, so no segment straddles two
 # windows; clips are then cut from the words, so segments may be longer than clips.
@@ -44,7 +44,7 @@ def _check_outputs(paths: list[Path], out: Path, speaker_name: str) -> None:
         raise ValueError(f"speaker_name {speaker_name!r} must be non-empty without '|' or line breaks")
     for p in paths:
         if not p.is_file():
-            raise FileNotFoundError(p)
+            raise ValueError(f"Recording not found: {p}. Upload it again.")
         if p.parent in (out.resolve(), (out / "wavs").resolve()):
             raise ValueError(f"output folder {out} holds the input {p}; write the dataset somewhere else")
 
@@ -74,12 +74,19 @@ def transcribe_recordings(
     paths = [Path(p).resolve() for p in audio_paths]
     out = Path(out_dir)
     _check_outputs(paths, out, speaker_name)
+    check_write_target(out / "wavs" / "clip.wav")  # neither out/ nor out/wavs a link out of its folder
     # Pass 1: segment boundaries only, so progress reports a true total without every recording in memory.
     plans = []
     for p in paths:
-        wav, sr = load_audio(p, XTTS_SAMPLE_RATE)
+        wav, sr = _load_recording(p)
         plans.append(split_on_silence(wav, sr, min_segment_s=min_clip_s, max_segment_s=SEGMENT_MAX_S))
         del wav
+    if not any(plans):
+        names = ", ".join(p.name for p in paths[:5])
+        raise ValueError(
+            f"No speech found in {names}: silence or too quiet throughout, so no clip was made and nothing was "
+            "written. Upload recordings of speech."
+        )
     writer = _ClipWriter(out / "wavs", speaker_name, sum(len(segs) for segs in plans), progress)
     try:
         stems: set[str] = set()
@@ -88,6 +95,11 @@ def transcribe_recordings(
             stems.add(stem)
             writer.recording(
                 p, stem, segs, transcriber, language, dict(min_clip_s=min_clip_s, max_clip_s=max_clip_s, pad_s=pad_s)
+            )
+        if not writer.rows:
+            raise ValueError(
+                f"No words were recognised in {', '.join(p.name for p in paths[:5])}, so no clip was made and "
+                "nothing was kept. Check the language, or try a larger Whisper model."
             )
         # Complete before it gets its name, and never over a metadata.csv that appeared while we worked.
         staged = write_text_atomic(out / f".metadata-{os.getpid()}.csv.tmp", "".join([HEADER + "\n", *writer.rows]))
@@ -100,6 +112,26 @@ def transcribe_recordings(
             w.unlink(missing_ok=True)
         raise
     return out / "metadata.csv"
+
+
+def _load_recording(path: Path) -> tuple[np.ndarray, int]:
+    """The recording at 22.05 kHz, or a ValueError naming it: unreadable (an empty file, not audio), or samples
+    that are not numbers (a float file of NaN/inf would otherwise be silence and "succeed" with no clip)."""
+    try:
+        wav, sr = load_audio(path, XTTS_SAMPLE_RATE)
+    except AudioError as exc:
+        raise ValueError(
+            f"{path.name} cannot be read as audio ({exc}): upload a WAV, FLAC, MP3 or OGG recording."
+        ) from exc
+    if wav.size == 0:
+        raise ValueError(f"{path.name} holds no audio (0 samples): upload the recording again.")
+    bad = int(np.count_nonzero(~np.isfinite(wav)))
+    if bad:
+        raise ValueError(
+            f"{path.name}: {bad} of {wav.size} samples are not numbers (NaN or infinite), so the file is damaged; "
+            "export the recording again."
+        )
+    return wav, sr
 
 
 class _ClipWriter:
@@ -121,7 +153,7 @@ class _ClipWriter:
         language: str | None,
         clip_options: dict,
     ) -> None:
-        wav, sr = load_audio(path, XTTS_SAMPLE_RATE)
+        wav, sr = _load_recording(path)
         count = 0
         for k, seg in enumerate(segs):
             piece: np.ndarray = wav[seg.start : seg.end]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 from array import array
 from collections import Counter
 from collections.abc import Iterator
@@ -117,6 +119,22 @@ class DatasetReport:
             "problem_counts": self.problem_counts,
             "problems": self.problems_table(),
         }
+
+    def fingerprint(self) -> str:
+        """A digest of what training reads, by content, not by path: each usable row's split, text and
+        speaker, and its audio (size and first 64 KiB, which hold the header and the start of the samples).
+        The same dataset moved to another folder has the same fingerprint; other rows or clips do not."""
+        digest = hashlib.sha256()
+        for split, row, _ in self.iter_usable_splits():
+            try:
+                size = os.path.getsize(row.audio_location)
+                with open(row.audio_location, "rb") as handle:
+                    head = handle.read(65536)
+            except OSError:
+                size, head = -1, b""
+            digest.update(f"{split}\0{row.text}\0{row.speaker_name}\0{size}\0".encode())
+            digest.update(hashlib.sha256(head).digest())
+        return digest.hexdigest()
 
     def iter_usable(self, split: str) -> Iterator[tuple[CsvRow, float]]:
         """Re-read the CSV(s) and yield (row, duration) for the usable rows of `split` ("train"/"eval")."""

@@ -105,11 +105,22 @@ class TrainArguments:
     output_path: str = option("./output", "Folder where run folders are created.")
     max_audio_length: int = option(
         MAX_AUDIO_LENGTH,
-        f"Longest clip in samples at {XTTS_SAMPLE_RATE} Hz ({MAX_AUDIO_LENGTH} = "
-        f"{MAX_AUDIO_LENGTH / XTTS_SAMPLE_RATE:.1f} s, what XTTS was trained with).",
+        f"Longest clip in samples at {XTTS_SAMPLE_RATE} Hz: {MAX_AUDIO_LENGTH} = "
+        f"{MAX_AUDIO_LENGTH / XTTS_SAMPLE_RATE:.2f} s, "
+        "what XTTS v2 was trained with and the most the web page takes. train_gpt and the CLI take longer clips, "
+        "up to what the base model's GPT can place (28 s for XTTS v2; the run says so before it starts), at the "
+        "cost of memory.",
         minimum=XTTS_SAMPLE_RATE,
         maximum=MAX_AUDIO_LENGTH_CEILING,
-        ui=UI("Longest clip (seconds)", SCHEDULE, "slider", name="max_seconds", scale=XTTS_SAMPLE_RATE, step=0.1),
+        ui=UI(
+            "Longest clip (seconds)",
+            SCHEDULE,
+            "slider",
+            name="max_seconds",
+            scale=XTTS_SAMPLE_RATE,
+            step=0.1,
+            info=f"at most {MAX_AUDIO_LENGTH / XTTS_SAMPLE_RATE:.2f} s, what XTTS v2 was trained with",
+        ),
     )
     enable_grad_checkpoint: bool = option(
         True,
@@ -290,6 +301,7 @@ class TrainArguments:
             )
         if self.resume_from and not Path(self.resume_from).expanduser().exists():
             raise ValueError(f"resume_from not found: {self.resume_from}. Give a run folder from {self.output_path}.")
+        self._check_meaningful()
         if self.best_by != "eval_loss" and self.quality_eval == 0:
             raise ValueError(
                 f"best_by={self.best_by!r} is measured on generated speech: set quality_eval to 1 or more "
@@ -303,6 +315,25 @@ class TrainArguments:
                 "and '.', starting with a letter or digit (it names a folder, not a path)."
             )
 
+    def _check_meaningful(self) -> None:
+        """Values inside their bounds that still cannot mean what they say: refused with the reason."""
+        if self.learning_rate == 0:
+            raise ValueError(
+                "learning_rate is 0: the weights would never change and the whole run would train nothing. "
+                "Give a positive rate (XTTS fine-tuning uses about 5e-06)."
+            )
+        if self.eval_csv and self.train_csv and _same_file(self.eval_csv, self.train_csv):
+            raise ValueError(
+                f"eval_csv is the training CSV ({self.eval_csv}): the evaluation would score the rows the run "
+                "trains on. Give a separate eval CSV, or leave eval_csv empty to hold out 15% of the training rows."
+            )
+        repeated = sorted({m for m in self.lr_milestones if self.lr_milestones.count(m) > 1})
+        if repeated:
+            raise ValueError(
+                f"lr_milestones repeat {', '.join(f'{m:g}' for m in repeated)}: each is a point where the rate "
+                "halves, so a repeat would quarter it at once. Give each fraction once."
+            )
+
     @classmethod
     def positional_names(cls) -> list[str]:
         return [f.name for f in fields(cls)][:14]
@@ -314,6 +345,13 @@ class TrainArguments:
 
     def replace(self, **changes: Any) -> TrainArguments:
         return TrainArguments(**{**self.to_dict(), **changes})
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(Path(a).expanduser(), Path(b).expanduser())
+    except OSError:
+        return Path(a).expanduser().absolute() == Path(b).expanduser().absolute()
 
 
 def option_of(name: str) -> Option:

@@ -46,6 +46,7 @@ from utils.training.input_checks import (
 )
 from utils.training.metrics import MetricsLogger
 from utils.training.rank_run import train_beside_rank_zero
+from utils.training.resume_checks import check_resume
 from utils.training.run_record import (
     DATASET_REPORT_FILE,
     DROPPED_ROWS_FILE,
@@ -108,6 +109,7 @@ class TrainingRun:
         self.batch_choice = ""
         self.choice: CheckpointChoice | None = None  # best checkpoint by the run's rule; early stopping
         self.ranks: list[dict[str, Any]] = []  # the processes of the run: this one, or one per device
+        self.dataset_fingerprint = ""  # the dataset by content (DatasetReport.fingerprint), for a later resume
 
     # --- before any folder or model exists ------------------------------------------------------------
     def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
@@ -140,6 +142,20 @@ class TrainingRun:
             return train_beside_rank_zero(self, base, report, self.ranks)
         probe_batch = self._resolve_auto_batch(report)
         steps_per_epoch = distributed.steps_per_epoch(report.train_count, self.args.batch_size)
+        self.dataset_fingerprint = report.fingerprint()
+        if self.resume_dir is not None and self.resume_point is not None:
+            # Before anything is written: a refused resume leaves the run's record as it was.
+            check_resume(
+                self.resume_dir,
+                self.resume_point,
+                read_run(self.resume_dir),
+                self.args,
+                language=self.language,
+                base_version=base.version,
+                frontend=self.frontend.to_dict(),
+                fingerprint=self.dataset_fingerprint,
+                total_steps=self.args.num_epochs * steps_per_epoch,
+            )
         self.run_dir = self.resume_dir or create_run_dir(
             self.args.output_path, self.args.run_name or f"{self.language}-{base.version}"
         )
@@ -259,7 +275,10 @@ class TrainingRun:
                 "command": sys.argv[:1],
                 **(distributed.launcher_identity() or process_identity()),  # the process that called train_gpt
                 **distributed.run_fields(self.ranks),
-                "dataset": {k: v for k, v in report.to_dict().items() if k != "problems"},
+                "dataset": {
+                    **{k: v for k, v in report.to_dict().items() if k != "problems"},
+                    "fingerprint": self.dataset_fingerprint,
+                },
                 **{
                     key: previous.get(key)
                     for key in (

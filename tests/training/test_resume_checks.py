@@ -1,0 +1,75 @@
+"""A resume knows its run: another language, base model, vocabulary or dataset (by content) is refused with what
+differs and how to start a new run instead, before anything is written; a finished run given no more epochs is
+refused, never "0 steps, finished"; the same dataset in another folder resumes and history keeps each leg."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import write_dataset
+from utils.gpt_train import train_gpt
+from utils.training.run_record import read_run
+
+pytestmark = pytest.mark.slow
+
+FAST = dict(version="tiny", enable_mixed_precision=False, num_workers=0, print_step=50, quality_eval=0)
+PLAN = dict(num_epochs=1, batch_size=4, grad_acumm=1, save_step=1000)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, tiny_base):
+    folder = tmp_path_factory.mktemp("resume")
+    csv_path = write_dataset(folder / "data", n=8)
+    result = train_gpt(train_csv=str(csv_path), output_path=str(folder / "out"), language="en", **FAST, **PLAN)
+    assert result.status == "finished"
+    return folder, csv_path, Path(result.run_dir)
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        (dict(language="es"), "language 'es' (the run trained on 'en')"),
+        (dict(vocab_new_tokens=10), "vocab_new_tokens 10"),
+        (dict(other_dataset=True, num_epochs=1), "holds other rows than the one the run trained on"),
+        (dict(num_epochs=1), "nothing is left to train"),
+    ],
+)
+def test_a_resume_that_would_not_continue_its_run_is_refused_and_writes_nothing(finished_run, change, says):
+    folder, csv_path, run_dir = finished_run
+    change = dict(change)
+    if change.pop("other_dataset", False):
+        csv_path = write_dataset(folder / "other", n=8, seed_offset=50)
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    arguments = {**FAST, **PLAN, "language": "en", "num_epochs": 3, **change}
+    with pytest.raises(ValueError, match="resume_from") as refused:
+        train_gpt(train_csv=str(csv_path), output_path=str(folder / "out"), resume_from=str(run_dir), **arguments)
+    message = str(refused.value)
+    assert says in message, message
+    assert "custom_model=" in message and str(run_dir / "ready" / "model.pth") in message, "how to start anew"
+    after = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    assert after == before, "a refused resume changed the run folder"
+    assert json.loads((run_dir / "ready" / "finetune.json").read_text())["language"] == "en"
+
+
+def test_the_same_dataset_in_another_folder_resumes_and_history_keeps_each_leg(finished_run):
+    folder, csv_path, run_dir = finished_run
+    moved = folder / "moved"
+    shutil.copytree(csv_path.parent, moved)
+    first = read_run(run_dir)
+    result = train_gpt(
+        train_csv=str(moved / csv_path.name),
+        output_path=str(folder / "out"),
+        resume_from=str(run_dir),
+        language="en",
+        **{**FAST, **PLAN, "num_epochs": 2},
+    )
+    assert result.status == "finished"
+    record = read_run(run_dir)
+    assert record["history"][0]["arguments"] == first["arguments"], "the first leg's arguments are kept"
+    assert record["changed_on_resume"]["num_epochs"] == [1, 2]
+    assert record["dataset"]["fingerprint"] == first["dataset"]["fingerprint"]
+    assert record["steps_done"] == 4
