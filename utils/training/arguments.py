@@ -190,8 +190,8 @@ class TrainArguments:
     )
     optimizer: str = option(
         "adamw",
-        "adamw (fused on CUDA) | adamw_8bit (bitsandbytes, CUDA only: a quarter of the "
-        "optimizer memory; falls back to adamw with a reason).",
+        "adamw (fused on CUDA) | adamw_8bit (bitsandbytes' AdamW8bit, on CUDA or a CPU: a quarter of the "
+        "optimizer memory; falls back to adamw with a reason if bitsandbytes is missing).",
         choices=OPTIMIZERS,
         ui=UI("Optimizer", SPEED, "radio"),
     )
