@@ -23,7 +23,8 @@ WORKDIR /app
 # Requirements before the code, so code changes reuse the (large) dependency layer.
 COPY requirements.txt requirements-nodeps.txt ./
 RUN --mount=type=cache,target=/root/.cache/pip pip install -r requirements.txt \
-    && pip install --no-deps -r requirements-nodeps.txt
+    && pip install --no-deps -r requirements-nodeps.txt \
+    && python -c "import bitsandbytes, peft"  # 8-bit AdamW and LoRA are in the image, not a silent fallback
 
 COPY . .
 RUN mkdir -p /data

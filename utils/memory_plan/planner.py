@@ -345,7 +345,7 @@ def fit_advice(estimate: MemoryEstimate) -> list[str]:
     if not s["fused_adamw"] and s["optimizer"] == "adamw" and estimate.peak_phase == "optimizer step":
         advice.append("The optimizer step sets the peak: a fused AdamW would avoid its temporary copy of the weights.")
     if s["optimizer"] == "adamw" and estimate.breakdown_gib.get("optimizer_state", 0) > 1.0:
-        advice.append("Use optimizer='adamw_8bit' (bitsandbytes, CUDA): AdamW's state in a quarter of the memory.")
+        advice.append("Use optimizer='adamw_8bit' (bitsandbytes): AdamW's state in a quarter of the memory.")
     if estimate.batch_size > 1:
         effective = estimate.batch_size * s["grad_acumm"]
         advice.append(f"Use a smaller batch_size with a larger grad_acumm (same effective batch {effective}).")
@@ -385,7 +385,7 @@ def ways_to_fit(free_bytes: int, *args: Any, **kwargs: Any) -> list[dict[str, An
     if arguments.max_audio_length > 220500:
         candidates.append(("max_audio_length=220500 (10 s clips at most)", {"max_audio_length": 220500}))
     if arguments.optimizer == "adamw":
-        candidates.append(("optimizer='adamw_8bit' (bitsandbytes, CUDA)", {"optimizer": "adamw_8bit"}))
+        candidates.append(("optimizer='adamw_8bit' (bitsandbytes)", {"optimizer": "adamw_8bit"}))
     ways = []
     for change, keywords in candidates:
         estimate = estimate_gpt_memory(**{**given, **keywords})

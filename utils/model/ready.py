@@ -100,7 +100,10 @@ def write_reference_wav(rows: Iterable[tuple[str, float]], target: Path, max_can
 def complete_state(checkpoint_path: str | os.PathLike, base_weights: str | os.PathLike | None) -> dict[str, Any]:
     """The Xtts weights of a run's checkpoint, completed with the frozen parts (HiFi-GAN) from the base model,
     which training checkpoints leave out."""
-    state = slim_state_dict(load_checkpoint_state(checkpoint_path))
+    from utils.training.lora import merge_lora_state
+
+    # A LoRA run's checkpoint holds base weights and adapters: ready/ holds them merged, plain XTTS weights.
+    state = merge_lora_state(slim_state_dict(load_checkpoint_state(checkpoint_path)))
     if base_weights:
         base = torch.load(str(base_weights), map_location="cpu", weights_only=True, mmap=True)
         for key, tensor in slim_state_dict(base).items():

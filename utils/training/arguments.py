@@ -201,8 +201,8 @@ class TrainArguments:
     )
     optimizer: str = option(
         "adamw",
-        "adamw (fused on CUDA) | adamw_8bit (bitsandbytes, CUDA only: a quarter of the "
-        "optimizer memory; falls back to adamw with a reason).",
+        "adamw (fused on CUDA) | adamw_8bit (bitsandbytes' AdamW8bit, on CUDA or a CPU: a quarter of the "
+        "optimizer memory; falls back to adamw with a reason if bitsandbytes is missing).",
         choices=OPTIMIZERS,
         ui=UI("Optimizer", SPEED, "radio"),
     )
@@ -280,6 +280,31 @@ class TrainArguments:
         ui=UI("GPUs (one training process each)", SPEED, "gpus", info="effective batch x number of GPUs"),
     )
 
+    # LoRA (utils.training.lora): adapters on the GPT2 blocks instead of training the whole GPT.
+    lora_rank: int = option(
+        0,
+        "LoRA rank: 0 fine-tunes the whole GPT; 8-64 trains low-rank adapters on the GPT blocks instead (PEFT), with "
+        "the base weights frozen (in half precision on a GPU): far less GPU memory, an adapter of tens of MB "
+        "(run_dir/adapter/) and ready/ with it merged. A new language also trains its token embeddings and the "
+        "output heads. Adapters usually want a higher learning_rate (~1e-4) than a full fine-tune.",
+        minimum=0,
+        maximum=512,
+        ui=UI("LoRA rank (0 = full fine-tune)", MODEL, info="8-64: fits 4-6 GB GPUs"),
+    )
+    lora_alpha: float = option(
+        0.0,
+        "LoRA alpha: the adapter's output is scaled by alpha / rank; 0 uses twice the rank.",
+        minimum=0.0,
+        maximum=10_000.0,
+        ui=UI("LoRA alpha (0 = 2 x rank)", ADVANCED),
+    )
+    lora_targets: str = option(
+        "c_attn,c_proj,c_fc",
+        "GPT2 block projections LoRA adapts, comma separated: c_attn (attention q/k/v), c_proj (attention and MLP "
+        "output; attn.c_proj or mlp.c_proj for one), c_fc (MLP input).",
+        ui=UI("LoRA targets", ADVANCED),
+    )
+
     def __post_init__(self) -> None:
         for spec in fields(self):
             object.__setattr__(
@@ -309,6 +334,10 @@ class TrainArguments:
             )
         if self.batch_size == "auto" and len(parse_devices(self.devices)) > 1 if self.devices else False:
             raise ValueError("batch_size='auto' plans one device's memory: give a number with several devices.")
+        if self.lora_rank:
+            from utils.training.lora import parse_targets
+
+            parse_targets(self.lora_targets)
         if self.run_name and (not RUN_NAME_PATTERN.fullmatch(self.run_name) or ".." in self.run_name):
             raise ValueError(
                 f"run_name {self.run_name[:100]!r} is not a name: use up to 80 letters, digits, '-', '_' "

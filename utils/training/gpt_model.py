@@ -20,6 +20,7 @@ from TTS.tts.models.xtts import Xtts
 from utils.training import distributed
 from utils.training.dataset import FAILURES_KEY, FineTuneXTTSDataset
 from utils.training.ddp_data import sharded_train_loader
+from utils.training.lora import merge_lora_state
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ class FineTuneGPTTrainer(GPTTrainer):
     ) -> None:
         """coqui's loading of the XTTS weights, reporting what the file lacked: the model was built without
         random initialisation, so any weights the file does not hold are initialised here, or refused."""
-        state = self.xtts.get_compatible_checkpoint_state_dict(checkpoint_path)
+        # A LoRA run's checkpoint (custom_model) starts a run as the plain weights it amounts to.
+        state = merge_lora_state(self.xtts.get_compatible_checkpoint_state_dict(checkpoint_path))
         parameters = {name for name, _ in self.xtts.named_parameters() if not name.startswith("gpt.gpt_inference")}
         missing = sorted(parameters & set(self.xtts.load_state_dict(state, strict=False).missing_keys))
         if missing:
@@ -131,19 +133,24 @@ class FineTuneGPTTrainer(GPTTrainer):
         return self.dvae.get_codebook_indices(self.torch_mel_spectrogram_dvae(wav))
 
     def get_optimizer(self) -> torch.optim.Optimizer:
-        """coqui's AdamW parameter groups; as bitsandbytes' 8-bit AdamW when the config asks for it."""
-        if self.config.optimizer != "AdamW8bit":
-            return super().get_optimizer()
+        """coqui's AdamW parameter groups without the frozen parameters (a LoRA run trains a few); as
+        bitsandbytes' 8-bit AdamW when the config asks for it."""
+        name = self.config.optimizer
+        if name == "AdamW8bit":
+            self.config.optimizer = "AdamW"
+        try:
+            optimizer = super().get_optimizer()
+        finally:
+            self.config.optimizer = name
+        for group in optimizer.param_groups:
+            group["params"] = [p for p in group["params"] if p.requires_grad]
+        if name != "AdamW8bit":
+            return optimizer
         import bitsandbytes as bnb
 
-        self.config.optimizer = "AdamW"
-        try:
-            groups = super().get_optimizer().param_groups
-        finally:
-            self.config.optimizer = "AdamW8bit"
         params = self.config.optimizer_params
         return bnb.optim.AdamW8bit(
-            [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in groups],
+            [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in optimizer.param_groups if g["params"]],
             lr=self.config.lr,
             betas=tuple(params["betas"]),
             eps=params["eps"],

@@ -146,7 +146,7 @@ def configure_tensor_cores(config: Any, enable: bool) -> None:
 
 def configure_optimizer(config: Any, fused: bool, eight_bit: bool) -> None:
     """AdamW as fused kernels on CUDA (no foreach temporaries at the step), or bitsandbytes' 8-bit AdamW
-    (a quarter of the optimizer state) when asked for on CUDA."""
+    (a quarter of the optimizer state) when asked for (CUDA or CPU)."""
     config.optimizer = "AdamW8bit" if eight_bit else "AdamW"
     params = dict(config.optimizer_params or {})
     params.pop("fused", None)
@@ -185,11 +185,10 @@ class TrainingOptimizer:
         self.leaner_steps = leaner_steps
 
     def eight_bit_adamw(self) -> tuple[bool, str]:
-        """(on, why not) for bitsandbytes' 8-bit AdamW: it needs a CUDA GPU and the package."""
+        """(on, why not) for bitsandbytes' 8-bit AdamW: it needs the package (pinned in requirements.txt);
+        bitsandbytes >= 0.48 runs AdamW8bit on CUDA and on a CPU alike."""
         if self.optimizer != "adamw_8bit":
-            return False, "not requested (optimizer='adamw_8bit' turns it on with a CUDA GPU)"
-        if not self.gpu.available:
-            return False, "needs a CUDA GPU: regular AdamW"
+            return False, "not requested (optimizer='adamw_8bit' turns it on)"
         import importlib.util
 
         if importlib.util.find_spec("bitsandbytes") is None:
@@ -245,7 +244,10 @@ class TrainingOptimizer:
     def _plan_optimizer(self, report: OptimizationReport) -> None:
         eight_bit, why_not = self.eight_bit_adamw()
         if eight_bit:
-            report.add(ADAMW_8BIT, "bitsandbytes AdamW8bit: optimizer state in 8 bits (a quarter of the memory)")
+            where = "" if self.gpu.available else " (bitsandbytes' CPU kernels)"
+            report.add(
+                ADAMW_8BIT, f"bitsandbytes AdamW8bit: optimizer state in 8 bits (a quarter of the memory){where}"
+            )
         else:
             report.skip(ADAMW_8BIT, why_not)
         if self.gpu.available and not eight_bit and self.leaner_steps:
@@ -274,4 +276,8 @@ class TrainingOptimizer:
         configure_mixed_precision(config, self.precision_choice())
         configure_tensor_cores(config, report.is_applied(TF32))
         configure_optimizer(config, report.is_applied(FUSED_ADAMW), report.is_applied(ADAMW_8BIT))
+        model_config = getattr(model, "config", None)
+        if model_config is not None and model_config is not config:
+            # GPTTrainer keeps its own copy of the config, and its get_optimizer reads that one.
+            configure_optimizer(model_config, report.is_applied(FUSED_ADAMW), report.is_applied(ADAMW_8BIT))
         return report

@@ -44,6 +44,7 @@ from utils.training.input_checks import (
     raise_if_unusable,
     resume_point,
 )
+from utils.training.lora import LoraSettings, export_adapter
 from utils.training.metrics import MetricsLogger
 from utils.training.rank_run import train_beside_rank_zero
 from utils.training.resume_checks import check_resume
@@ -375,6 +376,7 @@ class TrainingRun:
                 **self._chosen(checkpoint),
             },
         )
+        adapter = self._export_adapter(base, checkpoint)
         failures = self._clip_failures()
         skipped = (
             f" {failures['clips_failed']} clip(s) could not be loaded and were skipped (listed in run.json)."
@@ -397,11 +399,29 @@ class TrainingRun:
             checkpoint_path=str(checkpoint),
             stop_checkpoint=trainer.stop_checkpoint,
             ready_dir=str(ready),
+            **({"adapter_dir": str(adapter)} if adapter else {}),
             message=message,
             **failures,
         )
         print(f"\n{message}\nReady for inference: {ready}", flush=True)
         return RunOutput(self.run_dir, ready, checkpoint)
+
+    def _export_adapter(self, base: BaseModel, checkpoint: Path) -> Path | None:
+        """A LoRA run's adapter alone in run_dir/adapter/ (from the checkpoint ready/ holds merged)."""
+        settings = LoraSettings.from_args(self.args)
+        if settings is None:
+            return None
+        assert self.run_dir is not None and self.setup is not None
+        info = {
+            "rank": settings.rank,
+            "alpha": settings.alpha,
+            "targets": list(settings.targets),
+            "base_version": base.version,
+            "language": self.language,
+            "new_language": bool(self.setup.vocab_info.get("extended")),
+            **self._chosen(checkpoint),
+        }
+        return export_adapter(self.run_dir, checkpoint, info)
 
     def _chosen(self, checkpoint: Path) -> dict[str, Any]:
         """What ready/finetune.json says about the checkpoint it holds: its step and, for the best model, why."""

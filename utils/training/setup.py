@@ -28,6 +28,7 @@ from utils.training import distributed
 from utils.training.arguments import TrainArguments
 from utils.training.checkpoints import CheckpointWriter
 from utils.training.gpt_model import FineTuneGPTTrainer
+from utils.training.lora import LORA, LoraSettings, apply_lora, frozen_dtype
 from utils.training.metrics import MetricsLogger
 from utils.training.optimizations import OptimizationReport, TrainingOptimizer
 from utils.training.run_record import TRAINER_CONFIG_FILE
@@ -223,7 +224,19 @@ def build_model(args: TrainArguments, config: GPTTrainerConfig, vocab: VocabChoi
         enable_tf32=args.enable_tf32,
         optimizer=args.optimizer,
     )
-    return model, optimizer.apply(model, config)
+    report = optimizer.apply(model, config)
+    lora = LoraSettings.from_args(args)
+    if lora is not None:
+        dtype = frozen_dtype(report.precision, optimizer.gpu.available)
+        done = apply_lora(model, lora, new_language=vocab.extended, dtype=dtype)
+        extra = ", ".join(done["new_language_trainable"])
+        report.add(
+            LORA,
+            f"rank {done['rank']}, alpha {done['alpha']:g} on {', '.join(done['targets'])}: "
+            f"{done['trainable_parameters']:,} trained, {done['frozen_parameters']:,} frozen in {done['frozen_dtype']}"
+            + (f"; the new language's {extra} trained too" if extra else ""),
+        )
+    return model, report
 
 
 def inference_config(base_config: dict[str, Any], vocab: VocabChoice) -> dict[str, Any]:
