@@ -5,8 +5,6 @@ its forwards never go through DDP and gradients are never averaged). Instead `jo
 - wraps the GPT (the only trained part) in DistributedDataParallel: its constructor copies rank 0's
   weights to every rank, and each training backward averages the gradients across ranks. Gradient
   accumulation micro-steps that do not step the optimizer skip the exchange (what `no_sync()` does);
-- reshuffles the ranks' shards of rows every epoch (the Trainer never tells the sampler the epoch), and
-  lets a resumed epoch continue after the batches its first session trained;
 - adds one all_reduce per step (`StepSync`) that carries whether any rank was asked to stop, so every
   rank stops after the same step, and each rank's loss and memory, which rank 0 writes into metrics.jsonl.
 """
@@ -22,7 +20,6 @@ from torch.nn.parallel import DistributedDataParallel
 
 from utils.device.memory import GPU_FIELDS, get_memory_stats
 from utils.training import distributed
-from utils.training.ddp_data import ShardSampler
 from utils.training.rank_trace import install_trace
 
 # Each rank's share of the per-step all_reduce: its loss terms and its memory.
@@ -73,13 +70,8 @@ class DataParallelStep:
         self.losses: tuple[float, float] = (math.nan, math.nan)  # this rank's weighted loss terms of the last step
 
     def on_epoch_start(self, trainer: Any) -> None:
+        # The batch sampler's epoch and a resumed epoch's start are set by FineTuneTrainer.train_epoch.
         self.step_in_epoch = 0
-        loader = trainer.train_loader
-        full = getattr(loader, "loader", loader)  # a resumed epoch runs a prefix of the full loader
-        sampler = getattr(full, "sampler", None)
-        if isinstance(sampler, ShardSampler):
-            sampler.set_epoch(trainer.epochs_done)
-            sampler.skip_batches = len(full) - len(loader)  # the batches the interrupted session trained
 
     def on_step_start(self, trainer: Any) -> None:
         # coqui steps the optimizer after every grad_accum_steps-th batch of the epoch and after its last one.

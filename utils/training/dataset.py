@@ -5,6 +5,11 @@ until Python gives up (RecursionError). `FineTuneXTTSDataset` reports every clip
 (the batch carries the failures to the main process, even from loader workers) and raises
 `NoLoadableClips` when none is left. It also decodes each clip once: coqui decoded the file a second
 time to cut the conditioning slice out of it.
+
+coqui's training item ignores the index it is asked for: each item is a random row drawn with replacement
+(so about a third of the rows go unseen in an epoch, and others twice). `TrainingClipsDataset` returns
+the row the sampler asks for, so an epoch is what the batch sampler (utils.training.batching) makes it:
+every row once, in length-grouped batches, on each rank its own share.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from TTS.tts.layers.xtts.trainer.dataset import XTTSDataset, get_prompt_slice
 from utils.audio.io import load_audio
 
 FAILURES_KEY = "load_failures"
+DURATION_KEY = "duration"  # seconds, set by utils.training.setup.training_samples; read for length grouping
 
 
 class NoLoadableClips(RuntimeError):
@@ -87,3 +93,76 @@ class FineTuneXTTSDataset(XTTSDataset):
         collated = super().collate_fn(batch)
         collated[FAILURES_KEY] = failures
         return collated
+
+
+class _RowByIndex(XTTSDataset):
+    """coqui's training item, but item `i` is row `i` (rows in coqui's seeded shuffle)."""
+
+    def __init__(self, config: Any, samples: list[dict[str, Any]], *args: Any, **kwargs: Any) -> None:
+        # coqui shuffles the list it is given in place: a copy keeps the caller's rows (and a second loader's
+        # order) as they were.
+        super().__init__(config, list(samples), *args, **kwargs)
+        # coqui keyed the shuffled rows by language; one list gives a stable index -> row mapping.
+        self.rows = [row for language in sorted(self.samples) for row in self.samples[language]]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        # A row that cannot be used is replaced by the next usable one (coqui: by a random one).
+        for offset in range(len(self.rows)):
+            position = (index + offset) % len(self.rows)
+            key = f"row_{position}"
+            if key in self.failed_samples:
+                continue
+            try:
+                tokens, path, wav, cond, cond_len, cond_idxs = self.load_item(self.rows[position])
+            except Exception:  # noqa: BLE001 - load_item recorded why; the next row is tried
+                self.failed_samples.add(key)
+                continue
+            if wav is None or wav.shape[-1] > self.max_wav_len or tokens.shape[0] > self.max_text_len:
+                self.failed_samples.add(key)
+                continue
+            return _item(tokens, path, wav, cond, cond_len, cond_idxs)
+        raise NoLoadableClips(
+            f"None of the {len(self.rows)} training clips can be loaded any more (moved, deleted "
+            "or unreadable since the dataset was checked)."
+        )
+
+    def row_lengths(self) -> list[float]:
+        """Each row's duration in seconds (what a batch is padded by), in index order. Rows built without one
+        are measured from the file's header; an unreadable file counts as 0 s (it fails when loaded)."""
+        import soundfile as sf
+
+        lengths = []
+        for row in self.rows:
+            duration = row.get(DURATION_KEY)
+            if duration is None:
+                try:
+                    duration = sf.info(str(row["audio_file"])).duration
+                except Exception:  # noqa: BLE001 - loading reports the clip; here it only sorts last
+                    duration = 0.0
+            lengths.append(float(duration))
+        return lengths
+
+
+def _item(
+    tokens: torch.Tensor, path: str, wav: torch.Tensor, cond: torch.Tensor, cond_len: Any, cond_idxs: Any
+) -> dict[str, Any]:
+    """The item coqui's XTTSDataset builds, field for field."""
+    return {
+        "text": tokens,
+        "text_lengths": torch.tensor(tokens.shape[0], dtype=torch.long),
+        "wav": wav,
+        "wav_lengths": torch.tensor(wav.shape[-1], dtype=torch.long),
+        "filenames": path,
+        "conditioning": cond.unsqueeze(1),
+        "cond_lens": (
+            torch.tensor(cond_len, dtype=torch.long) if cond_len is not torch.nan else torch.tensor([cond_len])
+        ),
+        "cond_idxs": torch.tensor(cond_idxs) if cond_idxs is not torch.nan else torch.tensor([cond_idxs]),
+    }
+
+
+class TrainingClipsDataset(FineTuneXTTSDataset, _RowByIndex):
+    """The training rows: item `i` is row `i`, and clips that fail to load are reported (FineTuneXTTSDataset)."""

@@ -17,9 +17,8 @@ from trainer.utils.distributed import is_dist_avail_and_initialized
 from TTS.tts.layers.xtts.trainer.gpt_trainer import GPTTrainer
 from TTS.tts.models.xtts import Xtts
 
-from utils.training import distributed
 from utils.training.dataset import FAILURES_KEY, FineTuneXTTSDataset
-from utils.training.ddp_data import sharded_train_loader
+from utils.training.ddp_data import train_loader
 from utils.training.lora import merge_lora_state
 
 log = logging.getLogger(__name__)
@@ -63,6 +62,7 @@ class FineTuneGPTTrainer(GPTTrainer):
         # DVAE codes per clip (CPU, int16): a clip's codes are the same every epoch, so the frozen DVAE
         # encodes each clip once.
         self.code_cache: dict[str, torch.Tensor] = {}
+        self.group_by_length = True  # the run's length_grouping (not a coqui config field)
 
     def load_checkpoint(
         self, config: Any, checkpoint_path: str, *, eval: bool = False, strict: bool = True, **kwargs: Any
@@ -166,21 +166,20 @@ class FineTuneGPTTrainer(GPTTrainer):
         self, config: Any, *, is_eval: bool = False, samples: list[Any] | None = None, verbose: bool = True
     ) -> torch.utils.data.DataLoader:
         """coqui's loader, with the dataset that reports clips it cannot load, and the loader options wired:
-        workers, pinned memory when a GPU takes the batches, workers kept alive across epochs."""
-        if not is_eval and distributed.is_distributed():
-            return sharded_train_loader(self, config, samples)  # each rank its own rows
+        workers, pinned memory when a GPU takes the batches, workers kept alive across epochs. Training visits
+        every row once per epoch, in length-grouped batches unless `group_by_length` is off (ddp_data)."""
+        if not is_eval:
+            return train_loader(self, config, samples, self.group_by_length)
         dataset = FineTuneXTTSDataset(self.config, samples, self.xtts.tokenizer, config.audio.sample_rate, is_eval)
         if is_dist_avail_and_initialized():
             torch.distributed.barrier()
-        sampler = None if is_eval else self.get_sampler(config, dataset)
-        workers = config.num_eval_loader_workers if is_eval else config.num_loader_workers
+        workers = config.num_eval_loader_workers
         return torch.utils.data.DataLoader(
             dataset,
-            sampler=sampler,
             shuffle=False,
             drop_last=False,
             collate_fn=dataset.collate_fn,
-            batch_size=config.eval_batch_size if is_eval else config.batch_size,
+            batch_size=config.eval_batch_size,
             num_workers=workers,
             pin_memory=torch.cuda.is_available(),
             persistent_workers=workers > 0,

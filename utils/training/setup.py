@@ -27,6 +27,7 @@ from utils.text.frontend import TextFrontEnd
 from utils.training import distributed
 from utils.training.arguments import TrainArguments
 from utils.training.checkpoints import CheckpointWriter
+from utils.training.dataset import DURATION_KEY
 from utils.training.gpt_model import FineTuneGPTTrainer
 from utils.training.lora import LORA, LoraSettings, apply_lora, frozen_dtype
 from utils.training.metrics import MetricsLogger
@@ -102,6 +103,7 @@ def training_samples(report: DatasetReport, frontend: TextFrontEnd) -> Samples:
                 "root_path": str(Path(row.csv_file).parent),
                 "language": frontend.language,
                 "audio_unique_name": f"{Path(row.csv_file).stem}#{row.line}",
+                DURATION_KEY: duration,  # for length-grouped batches
             }
         )
         if split == "train":
@@ -216,6 +218,7 @@ def build_model(args: TrainArguments, config: GPTTrainerConfig, vocab: VocabChoi
     """coqui's GPTTrainer with the run's vocab and the optimizations applied."""
     model = FineTuneGPTTrainer(config)
     vocab.adapt_model(model)
+    model.group_by_length = args.length_grouping
     optimizer = TrainingOptimizer(
         args.enable_grad_checkpoint,
         args.enable_sdpa,

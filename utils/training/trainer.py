@@ -7,7 +7,8 @@ The training loop is coqui's; these subclasses change only what a notebook or we
 - Checkpoints are written by `CheckpointWriter` (atomic, named by the steps done, never NaN, only the
   newest kept; see utils.training.checkpoints), and leave out the frozen DVAE and HiFi-GAN, which are
   loaded from the base model at start. A resume continues the step count exactly, from the newest
-  checkpoint or the one the caller names, and finishes the interrupted epoch's remaining steps only.
+  checkpoint or the one the caller names, and finishes the interrupted epoch's remaining steps only: the
+  batches the interrupted session had not reached (the epoch's order is recomputed from seed and epoch).
 - A new run trains in the folder the caller created (`run_dir`), not in one the trainer names by the
   minute, so two runs started together never share a folder; its config.json is written atomically.
 """
@@ -166,6 +167,10 @@ class FineTuneTrainer(Trainer):
         full = self.train_loader
         done_in_epoch = self.total_steps_done - self.epochs_done * len(full) if self._resuming else 0
         self._resuming = False  # only the first epoch after a resume is a partial one
+        batches = getattr(full, "batch_sampler", None)
+        if hasattr(batches, "set_epoch"):  # the epoch's order comes from (seed, epoch): a resume recomputes it
+            batches.set_epoch(self.epochs_done)
+            batches.skip_batches = done_in_epoch if 0 < done_in_epoch <= len(full) else 0
         if not 0 < done_in_epoch <= len(full):
             super().train_epoch()
             return

@@ -1,0 +1,92 @@
+"""The order in which an epoch visits the training rows: every row once, in batches of similar length.
+
+`LengthGroupedBatchSampler` is the field's bucketing sampler: shuffle the rows, sort them by length within
+large windows, cut the windows into batches, and shuffle the batches. A batch is padded to its longest
+clip, so batches of similar clips carry little padding (on LJSpeech-like durations at batch 8, about a
+quarter of the GPT's positions are padding when batches are drawn at random; see
+benchmarks/bench_length_grouping.py). Off, it yields plain shuffled batches.
+
+- Every row once per epoch; with several ranks the rows are padded (repeating the first ones, as torch's
+  DistributedSampler does) to a multiple of the ranks, and each step's group of `batch_size x ranks`
+  similar rows is dealt round-robin, so every rank takes the same number of steps on similar lengths.
+- The order is a function of (seed, epoch) only: a resumed run computes the same epoch and, with
+  `skip_batches`, starts after the batches the interrupted session trained. `len()` stays the full epoch's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+
+import torch
+from torch.utils.data import Sampler
+
+# Rows sorted together: this many batches' worth (Hugging Face's LengthGroupedSampler uses 50). Large
+# enough that a batch finds similar neighbours, small enough that the epoch's order stays random.
+WINDOW_BATCHES = 50
+
+
+class LengthGroupedBatchSampler(Sampler[list[int]]):
+    """Batches of row indices for one rank; see the module docstring. `lengths[i]` is row i's length
+    (seconds, or any measure of the padded work); `set_epoch` picks the epoch's order."""
+
+    def __init__(
+        self,
+        lengths: Sequence[float],
+        batch_size: int,
+        seed: int,
+        *,
+        group_by_length: bool = True,
+        rank: int = 0,
+        world_size: int = 1,
+        window_batches: int = WINDOW_BATCHES,
+    ) -> None:
+        if not lengths:
+            raise ValueError("No training rows to batch.")
+        if batch_size < 1 or world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"batch_size {batch_size}, rank {rank} of {world_size}: not a valid split.")
+        self.lengths = [float(value) for value in lengths]
+        self.batch_size = batch_size
+        self.seed = seed
+        self.group_by_length = group_by_length
+        self.rank = rank
+        self.world_size = world_size
+        self.window_batches = max(1, window_batches)
+        self.epoch = 0
+        self.skip_batches = 0  # batches of this epoch already trained (a resumed epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return math.ceil(math.ceil(len(self.lengths) / self.world_size) / self.batch_size)
+
+    def epoch_batches(self) -> list[list[int]]:
+        """This rank's batches of the whole epoch, in training order (skip_batches not applied)."""
+        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        rows = len(self.lengths)
+        order = torch.randperm(rows, generator=generator).tolist()
+        total = math.ceil(rows / self.world_size) * self.world_size
+        order = (order * math.ceil(total / rows))[:total]  # shards of equal length
+        group = self.batch_size * self.world_size  # the rows of one step on all ranks
+        if self.group_by_length:
+            window = group * self.window_batches
+            order = [
+                index
+                for start in range(0, total, window)
+                for index in sorted(order[start : start + window], key=lambda i: self.lengths[i], reverse=True)
+            ]
+        groups = [order[start : start + group] for start in range(0, total, group)]
+        shuffled = torch.randperm(len(groups), generator=generator).tolist()
+        # A group's length is a multiple of the ranks (total is, and so is every full group).
+        return [groups[g][self.rank :: self.world_size] for g in shuffled]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.epoch_batches()[self.skip_batches :])
+
+
+def padding_share(batches: Sequence[Sequence[int]], lengths: Sequence[float]) -> float:
+    """The share of the padded positions that are padding, over batches padded to their longest row."""
+    padded = sum(max(lengths[i] for i in batch) * len(batch) for batch in batches)
+    real = sum(lengths[i] for batch in batches for i in batch)
+    return 1.0 - real / padded if padded else 0.0
