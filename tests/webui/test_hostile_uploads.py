@@ -91,3 +91,46 @@ def test_preview_of_a_long_recording_plays_its_beginning_only(ctx, tmp_path):
     assert first_player["visible"] and len(first_player["value"][1]) == 12 * 22050
     assert "longer than the 11.60 s limit" in result[1]["reason"][0]
     assert digests(data) == before
+
+
+# --- issue 17: recordings that are not audio, or not numbers -----------------------------------------------------
+
+
+@pytest.fixture
+def whisper_models(tmp_path_factory, monkeypatch):
+    """models/whisper/tiny.en: the bundled test model where the page looks a Whisper model up by name."""
+    import shutil
+
+    from utils.quality.asr import bundled_whisper_dir
+
+    models = tmp_path_factory.mktemp("models")
+    shutil.copytree(bundled_whisper_dir(), models / "whisper" / "tiny.en")
+    monkeypatch.setenv("XTTS_MODELS_DIR", str(models))
+    return models
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", r"empty\.wav cannot be read as audio .*upload a WAV"),
+        (b"this is not audio, only text\n" * 20, r"empty\.wav cannot be read as audio"),
+        ("nan", r"empty\.wav: 22050 of 22050 samples are not numbers \(NaN or infinite\).*export the recording again"),
+        ("silence", r"No speech found in empty\.wav.*nothing was written"),
+    ],
+)
+def test_a_recording_that_is_not_audio_is_named_with_what_to_do(ctx, tmp_path, whisper_models, content, message):
+    """Issue 17: Gradio's generic "upstream app has raised an exception", or "success" with 0 clips."""
+    from webui.dataset_handlers import transcribe_handler
+
+    recording = tmp_path / "empty.wav"
+    if content == "nan":
+        sf.write(recording, np.full(22050, np.nan, dtype=np.float32), 22050, subtype="FLOAT")
+    elif content == "silence":
+        sf.write(recording, np.zeros(22050 * 3, dtype=np.float32), 22050)
+    else:
+        recording.write_bytes(content)
+    before = digests(tmp_path)
+    with pytest.raises(gr.Error, match=message):
+        transcribe_handler(ctx, [str(recording)], "tiny.en", "en", "me", progress=lambda *a, **k: None)
+    assert not list(ctx.datasets_dir.glob("transcribed-*")), "a failed transcription leaves no dataset folder"
+    assert digests(tmp_path) == before
