@@ -10,6 +10,7 @@ temporary file is removed. No write follows a symbolic link out of the folder th
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -77,6 +78,25 @@ def refuse_links_in(folder: PathLike, names: list[str] | None = None) -> None:
     entries = [folder / name for name in names] if names is not None else list(folder.iterdir())
     for entry in entries:
         refuse_link_out(entry, folder)
+
+
+# What torch.save raises when the disk fills mid-write: its zip writer checks positions, not errno.
+_TORCH_WRITE_FAILED = ("unexpected pos", "file write failed", "PytorchStreamWriter failed writing")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether an error (or one it was raised from) says the disk or the quota is full: ENOSPC/EDQUOT, or torch's
+    `[enforce fail at inline_container.cc] unexpected pos ...` from a checkpoint write that ran out of space."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if isinstance(current, RuntimeError) and any(marker in str(current) for marker in _TORCH_WRITE_FAILED):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 @contextlib.contextmanager

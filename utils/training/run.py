@@ -24,7 +24,7 @@ import torch
 from utils.data.validation import DatasetReport, validate_dataset
 from utils.device.gpu import detect_gpu
 from utils.device.memory import format_memory_stats
-from utils.files import atomic_output, write_json_atomic
+from utils.files import atomic_output, is_disk_full, write_json_atomic
 from utils.model.base_models import BaseModel, ensure_base_model
 from utils.model.ready import REFERENCE_WAV, export_ready, write_reference_wav
 from utils.text.frontend import TextFrontEnd
@@ -34,7 +34,7 @@ from utils.training.advice import out_of_memory_advice, planner_suggestion
 from utils.training.arguments import TrainArguments
 from utils.training.auto_batch import plan_batch_size, probe_batch_size
 from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
-from utils.training.checkpoints import newest_checkpoint
+from utils.training.checkpoints import DiskFull, newest_checkpoint
 from utils.training.controls import StopFlag, torch_settings_restored
 from utils.training.data_parallel import join_training
 from utils.training.input_checks import (
@@ -325,8 +325,18 @@ class TrainingRun:
             raise torch.OutOfMemoryError(advice) from exc
         except BaseException as exc:
             if read_run(self.run_dir).get("status") != RunStatus.FAILED.value:
-                self._fail(f"{type(exc).__name__}: {exc}")
+                self._fail(self._failure_message(exc))
             raise
+
+    def _failure_message(self, exc: BaseException) -> str:
+        """The product's own words for what a user can fix; the exception as it is otherwise."""
+        if isinstance(exc, DiskFull):
+            return str(exc)
+        if is_disk_full(exc):
+            newest = newest_checkpoint(self.run_dir) if self.run_dir else None
+            kept = f"the last good checkpoint is kept: {newest}" if newest else "no checkpoint was saved"
+            return f"The disk is full: writing into {self.run_dir} failed. Free some space and resume the run; {kept}."
+        return f"{type(exc).__name__}: {exc}"
 
     def _fail(self, error: str) -> None:
         trainer = self.setup.trainer if self.setup is not None else None
