@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.helpers import digests, synth_speech, write_dataset
+from tests.helpers import SENTENCES, digests, synth_speech, write_dataset
 from webui.context import UIContext
 from webui.dataset_handlers import UPLOADS_FOLDER, validate_handler, zip_handler
 from webui.runner import TrainingRunner
@@ -134,3 +134,27 @@ def test_a_recording_that_is_not_audio_is_named_with_what_to_do(ctx, tmp_path, w
         transcribe_handler(ctx, [str(recording)], "tiny.en", "en", "me", progress=lambda *a, **k: None)
     assert not list(ctx.datasets_dir.glob("transcribed-*")), "a failed transcription leaves no dataset folder"
     assert digests(tmp_path) == before
+
+
+def test_an_edited_check_table_from_a_client_that_never_ran_the_check_is_applied(ctx, tmp_path):
+    """Issue 17: /prepare_dataset with an edited table but no originals (no /check_dataset) dropped the edits."""
+    from webui.dataset_handlers import prepare_handler
+
+    csv_path = write_dataset(tmp_path / "voice", n=6)
+    table = [
+        {"exclude": False, "text": "a corrected transcript", "audio_file": "wavs/clip_001.wav"},
+        {"exclude": True, "text": "whatever", "audio_file": "wavs/clip_004.wav"},
+        {"exclude": False, "text": SENTENCES[3], "audio_file": "wavs/clip_003.wav"},  # unchanged,
+    ]
+    quiet = dict(progress=lambda *a, **k: None)
+    message, train_csv, eval_csv, rows = prepare_handler(
+        ctx, str(csv_path), "", "en", 11.6, "edited", "tiny", False, table, None, **quiet
+    )
+    assert "1 transcript(s) corrected" in message and "1 row(s) excluded on request: wavs/clip_004.wav" in message
+    prepared = [line for name in (train_csv, eval_csv) for line in Path(name).read_text().splitlines()[1:]]
+    assert rows == 4 and any("|a corrected transcript|" in line for line in prepared)
+    # A row the dataset does not have: refused, saying so, and nothing prepared.
+    table.append({"exclude": True, "text": "x", "audio_file": "wavs/not_in_this_dataset.wav"})
+    with pytest.raises(gr.Error, match=r"names 1 row\(s\) this dataset does not have .*not_in_this_dataset"):
+        prepare_handler(ctx, str(csv_path), "", "en", 11.6, "other", "tiny", False, table, {}, **quiet)
+    assert not (ctx.datasets_dir / "other").exists()
