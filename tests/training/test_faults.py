@@ -100,7 +100,14 @@ def test_kill_9_of_the_training_process_is_recorded_and_the_run_resumes(tmp_path
     assert record["status"] == "failed" and "ended without recording how" in record["error"]
     assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
     assert record["last_checkpoint"] and Path(record["last_checkpoint"]).is_file()
+    logged = steps(run_dir)
     assert_resumable(run_dir, csv_path, num_epochs=2, batch_size=2, grad_acumm=1, save_step=2)
+    # Issue 17: the steps after the checkpoint were logged twice. They are trained again, so they are logged once;
+    # what the killed process had logged of them is kept aside.
+    assert steps(run_dir) == list(range(1, max(steps(run_dir)) + 1)), "each step once, in order"
+    resumed_at = record["last_checkpoint_step"]
+    aside = [r["step"] for r in read_jsonl(run_dir / "metrics.superseded.jsonl") if r["type"] == "train"]
+    assert aside == [s for s in logged if s > resumed_at], "the killed leg's later steps are set aside"
 
 
 def test_two_runs_started_at_once_on_one_output_folder_never_share_a_folder(tmp_path, tiny_base):
@@ -251,6 +258,9 @@ def test_resuming_from_an_older_checkpoint_sets_the_later_ones_aside_and_writes_
     for name, inode in old.items():
         assert (run_dir / name).stat().st_ino != inode, f"{name} is the new branch's, not the old one reused"
     assert read_run(run_dir)["last_checkpoint"] == str(run_dir / "checkpoint_6.pth")
+    assert steps(run_dir) == [1, 2, 3, 4, 5, 6], "the steps trained again are logged once (issue 17)"
+    aside = [r["step"] for r in read_jsonl(run_dir / "metrics.superseded.jsonl") if r["type"] == "train"]
+    assert aside == [3, 4, 5, 6], "the old branch's steps are kept aside"
 
 
 def test_a_run_still_training_is_not_resumed_and_auto_batch_resumes_with_the_runs_own(tmp_path, tiny_base):

@@ -24,7 +24,7 @@ import torch
 from utils.data.validation import DatasetReport, validate_dataset
 from utils.device.gpu import detect_gpu
 from utils.device.memory import format_memory_stats
-from utils.files import atomic_output, is_disk_full, write_json_atomic
+from utils.files import append_jsonl, atomic_output, is_disk_full, rewrite_jsonl, write_json_atomic
 from utils.model.base_models import BaseModel, ensure_base_model
 from utils.model.ready import REFERENCE_WAV, export_ready, write_reference_wav
 from utils.text.frontend import TextFrontEnd
@@ -46,7 +46,7 @@ from utils.training.input_checks import (
 )
 from utils.training.metrics import MetricsLogger
 from utils.training.rank_run import train_beside_rank_zero
-from utils.training.resume_checks import check_resume
+from utils.training.resume_checks import check_resume, checkpoint_steps
 from utils.training.run_record import (
     DATASET_REPORT_FILE,
     DROPPED_ROWS_FILE,
@@ -64,6 +64,7 @@ from utils.training.run_record import (
 from utils.training.setup import TrainingSetup, build_training_setup, lr_milestones
 from utils.training.text_checks import text_check_options
 
+SUPERSEDED_METRICS_FILE = "metrics.superseded.jsonl"  # records of steps a resume trains again
 ProgressCallback = Callable[[dict[str, Any]], None]
 
 
@@ -158,6 +159,8 @@ class TrainingRun:
         self.run_dir = self.resume_dir or create_run_dir(
             self.args.output_path, self.args.run_name or f"{self.language}-{base.version}"
         )
+        if self.resume_point is not None:
+            self._supersede_metrics(checkpoint_steps(self.resume_point))
         self.metrics = MetricsLogger(
             self.run_dir / METRICS_FILE,
             batch_size=self.args.batch_size * len(self.ranks),
@@ -221,6 +224,20 @@ class TrainingRun:
         self.args = self.args.replace(batch_size=batch)
         print(self.batch_choice, flush=True)
         return False
+
+    def _supersede_metrics(self, steps_done: int | None) -> None:
+        """The steps, evaluations and scores logged after the checkpoint a resume continues from (a kill -9 or a
+        resume from an older checkpoint) are trained again: they move to metrics.superseded.jsonl, so each step
+        is in metrics.jsonl once. Status records stay: they are the run's history."""
+        assert self.run_dir is not None
+        if steps_done is None:
+            return
+        later = rewrite_jsonl(
+            self.run_dir / METRICS_FILE,
+            lambda r: r.get("type") != "status" and isinstance(r.get("step"), int) and r["step"] > steps_done,
+        )
+        for record in later:
+            append_jsonl(self.run_dir / SUPERSEDED_METRICS_FILE, {**record, "superseded_at": now_iso()})
 
     # --- the run's record -----------------------------------------------------------------------------
     def _set_status(self, status: RunStatus, **fields: Any) -> None:
