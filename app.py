@@ -26,6 +26,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Require a login, as user:password (default: $XTTS_AUTH).",
     )
     parser.add_argument(
+        "--max-failed-logins",
+        type=int,
+        default=5,
+        help="Failed logins of one user (within 10 minutes) before that user is refused for --login-lockout seconds.",
+    )
+    parser.add_argument(
+        "--login-lockout", type=float, default=300.0, help="Seconds a user is refused after too many failed logins."
+    )
+    parser.add_argument(
         "--insecure-open",
         action="store_true",
         default=os.environ.get("XTTS_INSECURE_OPEN") == "1",
@@ -52,6 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             f"serving on {'a public link' if args.share else args.host} needs --auth user:password (or "
             "--insecure-open to accept that anyone who reaches the port can train and read your runs)."
         )
+    if args.max_failed_logins < 1 or args.login_lockout < 0:
+        parser.error("--max-failed-logins takes 1 or more, --login-lockout 0 or more seconds")
     for folder in args.data_dir:
         if not Path(folder).expanduser().is_dir():
             parser.error(f"--data-dir {folder} is not a folder")
@@ -61,6 +72,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _raise_keyboard_interrupt(signum, frame) -> None:
     # Gradio's launch loop ends cleanly on KeyboardInterrupt; then atexit handlers run.
     raise KeyboardInterrupt
+
+
+def _login(args: argparse.Namespace):
+    """The login check: the one user and password, with failed logins slowed down and then refused for a while."""
+    if not args.auth:
+        return None
+    from webui.login_guard import LoginGuard
+
+    user, password = args.auth.split(":", 1)
+    return LoginGuard(user, password, max_failures=args.max_failed_logins, lockout_s=args.login_lockout).auth()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -82,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
         server_name=args.host,
         server_port=args.port,
         share=args.share,
-        auth=tuple(args.auth.split(":", 1)) if args.auth else None,
+        auth=_login(args),
         # Only what the app hands out is served: exports and generated audio, never checkpoints or datasets.
         allowed_paths=[str(ctx.output_dir / "exports"), str(ctx.output_dir / "synthesized")],
         ssr_mode=False,

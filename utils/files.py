@@ -10,6 +10,7 @@ temporary file is removed. No write follows a symbolic link out of the folder th
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -77,6 +78,25 @@ def refuse_links_in(folder: PathLike, names: list[str] | None = None) -> None:
     entries = [folder / name for name in names] if names is not None else list(folder.iterdir())
     for entry in entries:
         refuse_link_out(entry, folder)
+
+
+# What torch.save raises when the disk fills mid-write: its zip writer checks positions, not errno.
+_TORCH_WRITE_FAILED = ("unexpected pos", "file write failed", "PytorchStreamWriter failed writing")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether an error (or one it was raised from) says the disk or the quota is full: ENOSPC/EDQUOT, or torch's
+    `[enforce fail at inline_container.cc] unexpected pos ...` from a checkpoint write that ran out of space."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if isinstance(current, RuntimeError) and any(marker in str(current) for marker in _TORCH_WRITE_FAILED):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 @contextlib.contextmanager
@@ -151,13 +171,38 @@ def append_jsonl(path: PathLike, record: dict[str, Any]) -> None:
         handle.write(line)
 
 
+def rewrite_jsonl(path: PathLike, drop: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """Remove the records `drop` selects from a JSONL file (atomically: the kept lines are written as they were);
+    returns the removed records. Followers notice the new file and read it again from its start."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    lines = path.read_bytes().splitlines(keepends=True)
+    kept: list[bytes] = []
+    dropped: list[dict[str, Any]] = []
+    for raw in lines:
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            record = None
+        if isinstance(record, dict) and drop(record):
+            dropped.append(record)
+        elif raw.endswith(b"\n"):  # a line a kill cut short is no record
+            kept.append(raw)
+    if len(kept) != len(lines):
+        write_bytes_atomic(path, b"".join(kept))
+    return dropped
+
+
 class JsonlFollower:
-    """Reads a growing JSONL file incrementally: only new complete lines at each call."""
+    """Reads a growing JSONL file incrementally: only new complete lines at each call. A file replaced (another
+    inode) or cut shorter is read again from its start."""
 
     def __init__(self, path: PathLike | None = None, keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None):
         self.path = Path(path) if path is not None else None
         self.keep = keep
         self.offset = 0
+        self.inode: int | None = None
         self.records: list[dict[str, Any]] = []
 
     def follow(self, path: PathLike | None = None) -> list[dict[str, Any]]:
@@ -166,6 +211,9 @@ class JsonlFollower:
             self.path, self.offset, self.records = Path(path), 0, []
         if self.path is None or not self.path.is_file():
             return self.records
+        status = self.path.stat()
+        if status.st_ino != self.inode or status.st_size < self.offset:
+            self.inode, self.offset, self.records = status.st_ino, 0, []
         with open(self.path, "rb") as handle:
             handle.seek(self.offset)
             for raw in handle:

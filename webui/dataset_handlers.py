@@ -241,10 +241,11 @@ def prepare_handler(
     if not train_csv:
         raise gr.Error("Check a dataset first (its CSV path is then filled in).")
     folder = prepared_folder(ctx, name, language)
-    exclude, corrections = quality_view.edits_from_table(check_table, originals)
     try:
         train_csv = ctx.roots.dataset_file(train_csv, "train CSV")
         eval_csv = ctx.roots.dataset_file(eval_csv, "eval CSV") if eval_csv else None
+        originals = _table_originals(check_table, originals, [p for p in (train_csv, eval_csv) if p])
+        exclude, corrections = quality_view.edits_from_table(check_table, originals)
         prepared = prepare_dataset(
             train_csv,
             folder,
@@ -265,6 +266,27 @@ def prepare_handler(
         str(prepared.eval_csv),
         prepared.kept_train + prepared.added_train,
     )
+
+
+def _table_originals(check_table, originals, csv_paths) -> dict[str, str]:
+    """The CSV's text of every row the check table names. A client that never ran /check_dataset sends no
+    originals: they are read from the CSV, so its edits apply instead of vanishing; a row the dataset does not
+    have is refused, with what to do."""
+    from utils.data.csv_reader import texts_by_audio_file
+
+    known = dict(originals or {})
+    listed = quality_view.table_audio_files(check_table)
+    missing = {name for name in listed if name not in known}
+    if missing:
+        known.update(texts_by_audio_file(csv_paths, missing))
+        unknown = sorted(missing - set(known))
+        if unknown:
+            raise ValueError(
+                f"The check table names {len(unknown)} row(s) this dataset does not have "
+                f"({', '.join(repr(name[:80]) for name in unknown[:3])}): its edits were not applied and nothing "
+                "was prepared. Run the dataset check on this CSV and edit its table."
+            )
+    return known
 
 
 def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, speaker, progress=gr.Progress()):

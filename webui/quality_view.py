@@ -156,6 +156,16 @@ def edits_from_table(table: Any, originals: dict[str, str] | None) -> tuple[list
     return exclude, corrections
 
 
+def table_audio_files(table: Any) -> list[str]:
+    """The audio_file of each row of a check table as a client sent it (any client, not only this page)."""
+    if table is None:
+        return []
+    frame = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
+    if frame.empty or "audio_file" not in frame:
+        return []
+    return [str(value) for value in frame["audio_file"] if str(value).strip()]
+
+
 def _ticked(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("true", "1", "yes", "x")

@@ -139,3 +139,20 @@ def test_the_declaration_reads_the_forms_text_and_refuses_silent_rounding():
     assert TrainArguments(batch_size="6").batch_size == 6 and TrainArguments(num_epochs=3.0).num_epochs == 3
     with pytest.raises(ValueError, match="whole number"):
         TrainArguments(batch_size="6.5")
+
+
+def test_a_missing_published_version_leaves_no_empty_model_folder(tmp_path, dataset_csv):
+    """Issue 17: an offline machine asked for v2.0.3 was left with an empty models/v2.0.3/ that looks like a model."""
+    models = tmp_path / "models"
+    models.mkdir()
+    from utils.model.base_models import MissingBaseModelFiles
+
+    with pytest.raises(MissingBaseModelFiles, match=r"Base model 'v2.0.3' is incomplete: 6 file\(s\) missing"):
+        train_gpt(
+            train_csv=str(dataset_csv),
+            output_path=str(tmp_path / "out"),
+            models_dir=str(models),
+            **{**FAST, "version": "v2.0.3"},
+        )
+    assert list(models.iterdir()) == [], "no empty models/v2.0.3/"
+    assert not (tmp_path / "out").exists()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.helpers import digests, synth_speech, write_dataset
+from tests.helpers import SENTENCES, digests, synth_speech, write_dataset
 from webui.context import UIContext
 from webui.dataset_handlers import UPLOADS_FOLDER, validate_handler, zip_handler
 from webui.runner import TrainingRunner
@@ -91,3 +91,70 @@ def test_preview_of_a_long_recording_plays_its_beginning_only(ctx, tmp_path):
     assert first_player["visible"] and len(first_player["value"][1]) == 12 * 22050
     assert "longer than the 11.60 s limit" in result[1]["reason"][0]
     assert digests(data) == before
+
+
+# --- issue 17: recordings that are not audio, or not numbers -----------------------------------------------------
+
+
+@pytest.fixture
+def whisper_models(tmp_path_factory, monkeypatch):
+    """models/whisper/tiny.en: the bundled test model where the page looks a Whisper model up by name."""
+    import shutil
+
+    from utils.quality.asr import bundled_whisper_dir
+
+    models = tmp_path_factory.mktemp("models")
+    shutil.copytree(bundled_whisper_dir(), models / "whisper" / "tiny.en")
+    monkeypatch.setenv("XTTS_MODELS_DIR", str(models))
+    return models
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", r"empty\.wav cannot be read as audio .*upload a WAV"),
+        (b"this is not audio, only text\n" * 20, r"empty\.wav cannot be read as audio"),
+        ("nan", r"empty\.wav: 22050 of 22050 samples are not numbers \(NaN or infinite\).*export the recording again"),
+        ("silence", r"No speech found in empty\.wav.*nothing was written"),
+    ],
+)
+def test_a_recording_that_is_not_audio_is_named_with_what_to_do(ctx, tmp_path, whisper_models, content, message):
+    """Issue 17: Gradio's generic "upstream app has raised an exception", or "success" with 0 clips."""
+    from webui.dataset_handlers import transcribe_handler
+
+    recording = tmp_path / "empty.wav"
+    if content == "nan":
+        sf.write(recording, np.full(22050, np.nan, dtype=np.float32), 22050, subtype="FLOAT")
+    elif content == "silence":
+        sf.write(recording, np.zeros(22050 * 3, dtype=np.float32), 22050)
+    else:
+        recording.write_bytes(content)
+    before = digests(tmp_path)
+    with pytest.raises(gr.Error, match=message):
+        transcribe_handler(ctx, [str(recording)], "tiny.en", "en", "me", progress=lambda *a, **k: None)
+    assert not list(ctx.datasets_dir.glob("transcribed-*")), "a failed transcription leaves no dataset folder"
+    assert digests(tmp_path) == before
+
+
+def test_an_edited_check_table_from_a_client_that_never_ran_the_check_is_applied(ctx, tmp_path):
+    """Issue 17: /prepare_dataset with an edited table but no originals (no /check_dataset) dropped the edits."""
+    from webui.dataset_handlers import prepare_handler
+
+    csv_path = write_dataset(tmp_path / "voice", n=6)
+    table = [
+        {"exclude": False, "text": "a corrected transcript", "audio_file": "wavs/clip_001.wav"},
+        {"exclude": True, "text": "whatever", "audio_file": "wavs/clip_004.wav"},
+        {"exclude": False, "text": SENTENCES[3], "audio_file": "wavs/clip_003.wav"},  # unchanged,
+    ]
+    quiet = dict(progress=lambda *a, **k: None)
+    message, train_csv, eval_csv, rows = prepare_handler(
+        ctx, str(csv_path), "", "en", 11.6, "edited", "tiny", False, table, None, **quiet
+    )
+    assert "1 transcript(s) corrected" in message and "1 row(s) excluded on request: wavs/clip_004.wav" in message
+    prepared = [line for name in (train_csv, eval_csv) for line in Path(name).read_text().splitlines()[1:]]
+    assert rows == 4 and any("|a corrected transcript|" in line for line in prepared)
+    # A row the dataset does not have: refused, saying so, and nothing prepared.
+    table.append({"exclude": True, "text": "x", "audio_file": "wavs/not_in_this_dataset.wav"})
+    with pytest.raises(gr.Error, match=r"names 1 row\(s\) this dataset does not have .*not_in_this_dataset"):
+        prepare_handler(ctx, str(csv_path), "", "en", 11.6, "other", "tiny", False, table, {}, **quiet)
+    assert not (ctx.datasets_dir / "other").exists()

@@ -45,6 +45,7 @@ __all__ = [
     "is_windows_drive_path",
     "iter_rows",
     "resolve_audio_path",
+    "texts_by_audio_file",
 ]
 HEADER_COLUMNS = ("audio_file", "text", "speaker_name")
 LJSPEECH_COLUMNS = ("id", "text", "normalized_text")
@@ -370,3 +371,14 @@ def _rejoin_text(fields: list[str], columns: tuple[str, ...], separator: str) ->
     tail = len(columns) - text_at - 1
     text = separator.join(fields[text_at : len(fields) - tail])
     return fields[:text_at] + [text] + fields[len(fields) - tail :]
+
+
+def texts_by_audio_file(csv_paths: list[str | os.PathLike], audio_files: set[str]) -> dict[str, str]:
+    """{audio_file: text as written} of the rows of these CSVs that name one of `audio_files` (the first row of
+    each): what an edited check table is compared with when its client sent no originals."""
+    found: dict[str, str] = {}
+    for path in csv_paths:
+        for row in iter_rows(path):
+            if isinstance(row, CsvRow) and row.audio_file in audio_files and row.audio_file not in found:
+                found[row.audio_file] = row.text
+    return found

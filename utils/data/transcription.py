@@ -95,7 +95,10 @@ class FasterWhisperTranscriber:
         self.device = device
         self.compute_type = compute_type
         self.download_root = None if download_root is None else str(download_root)
-        self.local_models_dir = Path(local_models_dir) if local_models_dir is not None else DEFAULT_LOCAL_MODELS_DIR
+        # The models folder the page confines Whisper folders to ($XTTS_MODELS_DIR, as for the base models).
+        models = os.environ.get("XTTS_MODELS_DIR")
+        default = Path(models) / "whisper" if models else DEFAULT_LOCAL_MODELS_DIR
+        self.local_models_dir = Path(local_models_dir) if local_models_dir is not None else default
         self.cpu_threads = cpu_threads
         self._model = None
 

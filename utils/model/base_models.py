@@ -173,9 +173,16 @@ def ensure_base_model(version: str, models_dir: str | os.PathLike | None = None,
     missing = missing_files(folder)
     errors: dict[str, str] = {}
     if missing and download and version in KNOWN_VERSIONS:
-        folder.mkdir(parents=True, exist_ok=True)
-        errors = _download(version, missing, folder)
-        missing = missing_files(folder)
+        created = not folder.exists()
+        why = hub_unreachable()  # asked before the folder exists: an offline machine leaves nothing behind
+        if why:
+            errors = dict.fromkeys(missing, why)
+        else:
+            folder.mkdir(parents=True, exist_ok=True)
+            errors = _download(version, missing, folder)
+            missing = missing_files(folder)
+            if created and missing and not any(folder.iterdir()):
+                folder.rmdir()  # nothing came: no empty models/<version>/ that looks like a model
     if missing:
         raise MissingBaseModelFiles(_missing_message(version, folder, missing, errors))
     return BaseModel(version, folder)

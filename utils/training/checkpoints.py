@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import datetime
-import errno
 import logging
 import os
 import re
@@ -24,7 +23,7 @@ from typing import Any
 
 import torch
 
-from utils.files import save_torch_atomic
+from utils.files import is_disk_full, save_torch_atomic
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +119,8 @@ class CheckpointWriter:
     def _write(self, state: dict[str, Any], path: Path) -> Path:
         try:
             return save_torch_atomic(state, path)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        except (OSError, RuntimeError) as exc:
+            if not is_disk_full(exc):  # torch reports a full disk as "RuntimeError: ... unexpected pos"
                 raise
             newest = newest_checkpoint(self.run_dir)
             kept = f"the last good checkpoint is kept: {newest}" if newest else "no earlier checkpoint exists"

@@ -24,7 +24,7 @@ import torch
 from utils.data.validation import DatasetReport, validate_dataset
 from utils.device.gpu import detect_gpu
 from utils.device.memory import format_memory_stats
-from utils.files import atomic_output, write_json_atomic
+from utils.files import append_jsonl, atomic_output, is_disk_full, rewrite_jsonl, write_json_atomic
 from utils.model.base_models import BaseModel, ensure_base_model
 from utils.model.ready import REFERENCE_WAV, export_ready, write_reference_wav
 from utils.text.frontend import TextFrontEnd
@@ -34,7 +34,7 @@ from utils.training.advice import out_of_memory_advice, planner_suggestion
 from utils.training.arguments import TrainArguments
 from utils.training.auto_batch import plan_batch_size, probe_batch_size
 from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
-from utils.training.checkpoints import newest_checkpoint
+from utils.training.checkpoints import DiskFull, newest_checkpoint
 from utils.training.controls import StopFlag, torch_settings_restored
 from utils.training.data_parallel import join_training
 from utils.training.input_checks import (
@@ -47,7 +47,7 @@ from utils.training.input_checks import (
 from utils.training.lora import LoraSettings, export_adapter
 from utils.training.metrics import MetricsLogger
 from utils.training.rank_run import train_beside_rank_zero
-from utils.training.resume_checks import check_resume
+from utils.training.resume_checks import check_resume, checkpoint_steps
 from utils.training.run_record import (
     DATASET_REPORT_FILE,
     DROPPED_ROWS_FILE,
@@ -66,6 +66,7 @@ from utils.training.setup import TrainingSetup, build_training_setup, lr_milesto
 from utils.training.tensorboard_log import TensorBoardMirror
 from utils.training.text_checks import text_check_options
 
+SUPERSEDED_METRICS_FILE = "metrics.superseded.jsonl"  # records of steps a resume trains again
 ProgressCallback = Callable[[dict[str, Any]], None]
 
 
@@ -160,6 +161,8 @@ class TrainingRun:
         self.run_dir = self.resume_dir or create_run_dir(
             self.args.output_path, self.args.run_name or f"{self.language}-{base.version}"
         )
+        if self.resume_point is not None:
+            self._supersede_metrics(checkpoint_steps(self.resume_point))
         self.metrics = MetricsLogger(
             self.run_dir / METRICS_FILE,
             batch_size=self.args.batch_size * len(self.ranks),
@@ -224,6 +227,20 @@ class TrainingRun:
         self.args = self.args.replace(batch_size=batch)
         print(self.batch_choice, flush=True)
         return False
+
+    def _supersede_metrics(self, steps_done: int | None) -> None:
+        """The steps, evaluations and scores logged after the checkpoint a resume continues from (a kill -9 or a
+        resume from an older checkpoint) are trained again: they move to metrics.superseded.jsonl, so each step
+        is in metrics.jsonl once. Status records stay: they are the run's history."""
+        assert self.run_dir is not None
+        if steps_done is None:
+            return
+        later = rewrite_jsonl(
+            self.run_dir / METRICS_FILE,
+            lambda r: r.get("type") != "status" and isinstance(r.get("step"), int) and r["step"] > steps_done,
+        )
+        for record in later:
+            append_jsonl(self.run_dir / SUPERSEDED_METRICS_FILE, {**record, "superseded_at": now_iso()})
 
     # --- the run's record -----------------------------------------------------------------------------
     def _set_status(self, status: RunStatus, **fields: Any) -> None:
@@ -328,8 +345,18 @@ class TrainingRun:
             raise torch.OutOfMemoryError(advice) from exc
         except BaseException as exc:
             if read_run(self.run_dir).get("status") != RunStatus.FAILED.value:
-                self._fail(f"{type(exc).__name__}: {exc}")
+                self._fail(self._failure_message(exc))
             raise
+
+    def _failure_message(self, exc: BaseException) -> str:
+        """The product's own words for what a user can fix; the exception as it is otherwise."""
+        if isinstance(exc, DiskFull):
+            return str(exc)
+        if is_disk_full(exc):
+            newest = newest_checkpoint(self.run_dir) if self.run_dir else None
+            kept = f"the last good checkpoint is kept: {newest}" if newest else "no checkpoint was saved"
+            return f"The disk is full: writing into {self.run_dir} failed. Free some space and resume the run; {kept}."
+        return f"{type(exc).__name__}: {exc}"
 
     def _fail(self, error: str) -> None:
         trainer = self.setup.trainer if self.setup is not None else None
