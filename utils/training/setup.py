@@ -218,15 +218,7 @@ def build_model(args: TrainArguments, config: GPTTrainerConfig, vocab: VocabChoi
     model = FineTuneGPTTrainer(config)
     vocab.adapt_model(model)
     model.group_by_length = args.length_grouping
-    optimizer = TrainingOptimizer(
-        args.enable_grad_checkpoint,
-        args.enable_sdpa,
-        args.enable_mixed_precision,
-        args.precision,
-        enable_tf32=args.enable_tf32,
-        optimizer=args.optimizer,
-    )
-    return model, optimizer.apply(model, config)
+    return model, TrainingOptimizer.from_arguments(args).apply(model, config)
 
 
 def inference_config(base_config: dict[str, Any], vocab: VocabChoice) -> dict[str, Any]:
