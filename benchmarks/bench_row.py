@@ -85,6 +85,9 @@ def patch_optimizer(row: Row) -> None:
     from utils.training import optimizations as o
 
     class RowOptimizer(o.TrainingOptimizer):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "leaner_steps": row.leaner})
+
         def apply(self, model: Any, config: Any) -> o.OptimizationReport:
             report = super().apply(model, config)
             if "gelu" in row.extras:
@@ -95,7 +98,7 @@ def patch_optimizer(row: Row) -> None:
                 o.configure_optimizer(config, fused=True, eight_bit=False)
             return report
 
-    setup_module.TrainingOptimizer = lambda *a, **k: RowOptimizer(*a, **{**k, "leaner_steps": row.leaner})
+    setup_module.TrainingOptimizer = RowOptimizer  # build_model calls TrainingOptimizer.from_arguments
 
 
 def build_setup(row: Row, opts: argparse.Namespace, run_root: Path) -> Any:

@@ -27,9 +27,25 @@ GROUPS = (DATA, MODEL, SCHEDULE, SPEED, QUALITY, ADVANCED)
 QUALITY_PLAYERS = 3  # clips of the latest evaluation played on the page
 
 
-def plan_markdown(grad_checkpoint: bool, sdpa: bool, mixed_precision: bool, precision: str) -> str:
-    plan = TrainingOptimizer(bool(grad_checkpoint), bool(sdpa), bool(mixed_precision), precision or "auto").plan()
-    return "#### What will be applied\n" + plan.to_markdown()
+# The options "What will be applied" reads, in the order plan_markdown takes them.
+PLAN_OPTIONS = (
+    "enable_grad_checkpoint",
+    "enable_sdpa",
+    "enable_mixed_precision",
+    "precision",
+    "enable_tf32",
+    "optimizer",
+)
+
+
+def plan_markdown(*values: Any) -> str:
+    """The optimizations the form's values ask for (PLAN_OPTIONS, in order), as the run will apply them."""
+    given = {name: value for name, value in zip(PLAN_OPTIONS, values, strict=False) if value is not None}
+    try:
+        args = TrainArguments(**{k: bool(v) if k.startswith("enable_") else v for k, v in given.items()})
+    except ValueError as exc:
+        return f"#### What will be applied\n{exc}"
+    return "#### What will be applied\n" + TrainingOptimizer.from_arguments(args).plan().to_markdown()
 
 
 def _whole(value: Any, default: int = 1) -> int:
@@ -340,7 +356,7 @@ def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
         concurrency_id=GPU_QUEUE,
         concurrency_limit=1,
     )
-    toggles = [f("enable_grad_checkpoint"), f("enable_sdpa"), f("enable_mixed_precision"), f("precision")]
+    toggles = [f(name) for name in PLAN_OPTIONS]
     for box in toggles:
         box.change(plan_markdown, toggles, ui["plan"], api_visibility="undocumented")
     counts = [

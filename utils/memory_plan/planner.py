@@ -185,14 +185,7 @@ def step_settings(arguments: TrainArguments, options: dict[str, Any]) -> StepSet
     device = options.get("device", "cuda")
     gpu = planned_gpu(options.get("gpu")) if device == "cuda" else GPUInfo(available=False)
     leaner = bool(options.get("leaner_steps", True))
-    planned = TrainingOptimizer(
-        arguments.enable_grad_checkpoint,
-        arguments.enable_sdpa,
-        arguments.enable_mixed_precision,
-        arguments.precision,
-        gpu=gpu,
-        leaner_steps=leaner,
-    )
+    planned = TrainingOptimizer.from_arguments(arguments, gpu=gpu, leaner_steps=leaner)
     choice = planned.precision_choice()
     arch = resolve_architecture(
         arguments.version,

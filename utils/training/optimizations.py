@@ -144,9 +144,29 @@ def configure_tensor_cores(config: Any, enable: bool) -> None:
     config.cudnn_benchmark = enable
 
 
+def fused_adamw_available(device: str) -> bool:
+    """Whether this torch has the fused AdamW kernel for the device type ('cuda', 'cpu'; torch 2.11 has both)."""
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+        return device in _get_fused_kernels_supported_devices()
+    except ImportError:  # a torch that moved the helper: ask the optimizer itself
+        try:
+            torch.optim.AdamW([torch.zeros(1, device=device, requires_grad=True)], fused=True)
+        except (RuntimeError, ValueError):
+            return False
+        return True
+
+
+def default_adamw_kernel(device: str) -> str:
+    """The AdamW implementation torch picks when none is asked for (coqui asks for none): foreach on CUDA,
+    the per-parameter for-loop on a CPU."""
+    return "foreach" if device == "cuda" else "for-loop"
+
+
 def configure_optimizer(config: Any, fused: bool, eight_bit: bool) -> None:
-    """AdamW as fused kernels on CUDA (no foreach temporaries at the step), or bitsandbytes' 8-bit AdamW
-    (a quarter of the optimizer state) when asked for (CUDA or CPU)."""
+    """AdamW as fused kernels (one kernel per step, no foreach temporaries; on CUDA and, since torch 2.4, on a
+    CPU), or bitsandbytes' 8-bit AdamW (a quarter of the optimizer state) when asked for (CUDA or CPU)."""
     config.optimizer = "AdamW8bit" if eight_bit else "AdamW"
     params = dict(config.optimizer_params or {})
     params.pop("fused", None)
@@ -180,9 +200,24 @@ class TrainingOptimizer:
         self.gpu = gpu if gpu is not None else detect_gpu()
         self.enable_tf32 = enable_tf32
         self.optimizer = optimizer
-        # False reproduces coqui's step as shipped (composite GELU, foreach AdamW, conditioning path kept):
-        # the benchmark and the planner measure each saving on and off.
+        # False reproduces coqui's step as shipped (composite GELU, torch's default AdamW kernel, conditioning path
+        # kept): the benchmark and the planner measure each saving on and off.
         self.leaner_steps = leaner_steps
+
+    @classmethod
+    def from_arguments(cls, args: Any, gpu: GPUInfo | None = None, **overrides: Any) -> TrainingOptimizer:
+        """The optimizations a run's TrainArguments ask for: the one place they are read from it (the run, the
+        form's "What will be applied" and the planner build it here, so no option is left out)."""
+        return cls(
+            args.enable_grad_checkpoint,
+            args.enable_sdpa,
+            args.enable_mixed_precision,
+            args.precision,
+            gpu,
+            enable_tf32=args.enable_tf32,
+            optimizer=args.optimizer,
+            **overrides,
+        )
 
     def eight_bit_adamw(self) -> tuple[bool, str]:
         """(on, why not) for bitsandbytes' 8-bit AdamW: it needs the package (pinned in requirements.txt);
@@ -250,17 +285,22 @@ class TrainingOptimizer:
             )
         else:
             report.skip(ADAMW_8BIT, why_not)
-        if self.gpu.available and not eight_bit and self.leaner_steps:
-            report.add(FUSED_ADAMW, "one fused CUDA kernel per step: no foreach temporaries at the optimizer step")
-        elif not eight_bit:
-            report.skip(
+        device = "cuda" if self.gpu.available else "cpu"
+        where = "CUDA" if self.gpu.available else "CPU"
+        if eight_bit:
+            report.skip(FUSED_ADAMW, "8-bit AdamW is used instead")
+        elif not self.leaner_steps:
+            report.skip(FUSED_ADAMW, f"leaner steps off: coqui's AdamW, torch's {default_adamw_kernel(device)} kernel")
+        elif fused_adamw_available(device):
+            report.add(
                 FUSED_ADAMW,
-                "no CUDA GPU: the CPU's foreach AdamW"
-                if not self.gpu.available
-                else "leaner steps off: coqui's foreach AdamW",
+                f"one fused {where} kernel per optimizer step (torch's default would be the "
+                f"{default_adamw_kernel(device)} AdamW)",
             )
         else:
-            report.skip(FUSED_ADAMW, "8-bit AdamW is used instead")
+            report.skip(
+                FUSED_ADAMW, f"this torch has no fused AdamW on the {where}: its {default_adamw_kernel(device)} AdamW"
+            )
 
     def apply(self, model: torch.nn.Module, config: Any) -> OptimizationReport:
         """Apply the plan to a coqui `GPTTrainer` and its `GPTTrainerConfig`; return what was applied."""
@@ -275,9 +315,11 @@ class TrainingOptimizer:
         configure_attention(gpt2, self.enable_sdpa)
         configure_mixed_precision(config, self.precision_choice())
         configure_tensor_cores(config, report.is_applied(TF32))
-        configure_optimizer(config, report.is_applied(FUSED_ADAMW), report.is_applied(ADAMW_8BIT))
-        model_config = getattr(model, "config", None)
-        if model_config is not None and model_config is not config:
-            # GPTTrainer keeps its own copy of the config, and its get_optimizer reads that one.
-            configure_optimizer(model_config, report.is_applied(FUSED_ADAMW), report.is_applied(ADAMW_8BIT))
+        # The model builds its optimizer from its own config, which coqui copied from `config` at construction
+        # (TTSTokenizer.init_from_config): both must say which AdamW, or the choice never reaches the step.
+        for target in {
+            id(config): config,
+            id(getattr(model, "config", config)): getattr(model, "config", config),
+        }.values():
+            configure_optimizer(target, report.is_applied(FUSED_ADAMW), report.is_applied(ADAMW_8BIT))
         return report

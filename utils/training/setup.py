@@ -219,14 +219,7 @@ def build_model(args: TrainArguments, config: GPTTrainerConfig, vocab: VocabChoi
     model = FineTuneGPTTrainer(config)
     vocab.adapt_model(model)
     model.group_by_length = args.length_grouping
-    optimizer = TrainingOptimizer(
-        args.enable_grad_checkpoint,
-        args.enable_sdpa,
-        args.enable_mixed_precision,
-        args.precision,
-        enable_tf32=args.enable_tf32,
-        optimizer=args.optimizer,
-    )
+    optimizer = TrainingOptimizer.from_arguments(args)
     report = optimizer.apply(model, config)
     lora = LoraSettings.from_args(args)
     if lora is not None:
