@@ -81,6 +81,32 @@ def test_planner_matches_the_cpu_allocator_on_a_real_training_step(
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+@pytest.mark.parametrize("optimizer, lora_rank", [("adamw_8bit", 0), ("adamw", 8)])
+def test_planner_matches_the_cpu_allocator_with_8bit_adamw_and_lora(optimizer, lora_rank, mid_models, tmp_path):
+    """bitsandbytes' AdamW8bit and PEFT's LoRA on a real CPU step of the mid-size model, within 10%."""
+    from utils.memory_plan.measure import cpu_step_settings, real_cpu_step
+
+    measured, shapes = real_cpu_step(
+        "mid",
+        tmp_path,
+        4,
+        grad_checkpoint=True,
+        sdpa=True,
+        models_dir=mid_models,
+        optimizer=optimizer,
+        lora_rank=lora_rank,
+    )
+    settings = cpu_step_settings("mid", shapes, True, True, mid_models, optimizer=optimizer, lora_rank=lora_rank)
+    _, peak = trace_step(settings).peak()
+    predicted = sum(peak.values())
+    assert _within(predicted, measured.peak_bytes, 0.10), (predicted, measured)
+    if optimizer == "adamw_8bit":  # a quarter of AdamW's two FP32 moments, plus the block scales
+        assert peak[t.OPTIMIZER_STATE] < 0.3 * 2 * peak[t.WEIGHTS], peak
+    else:  # the adapters: a few percent of the weights train, the rest is frozen
+        assert peak[t.WEIGHTS] < 0.1 * peak[t.FROZEN], peak
+
+
 def test_tracker_agrees_with_torch_memtracker_on_the_same_trace(tiny_base):
     """An independent accounting of the same fake trace: torch.distributed._tools.mem_tracker.MemTracker."""
     from torch._subclasses.fake_tensor import FakeTensorMode

@@ -1,4 +1,4 @@
-"""bitsandbytes' 8-bit AdamW as the trace sees it: the memory it keeps, without its CUDA kernels.
+"""bitsandbytes' 8-bit AdamW as the trace sees it: the memory it keeps, without its kernels.
 
 AdamW8bit keeps both moments as uint8 with one float32 scale per block of 256 values, and updates each
 parameter in place inside one kernel (no full-size temporaries). This optimizer allocates exactly that state
@@ -13,6 +13,7 @@ import math
 import torch
 
 BLOCK = 256  # values per quantisation scale (bitsandbytes' blockwise 8-bit optimizers)
+MIN_8BIT_SIZE = 4096  # bitsandbytes' min_8bit_size: smaller tensors keep 32-bit state
 
 
 class EightBitAdamWTrace(torch.optim.Optimizer):
@@ -29,7 +30,10 @@ class EightBitAdamWTrace(torch.optim.Optimizer):
                 if p.grad is None:
                     continue
                 state = self.state[p]
-                if not state:
+                if not state and p.numel() < MIN_8BIT_SIZE:  # bitsandbytes keeps small tensors in 32 bits
+                    state["state1"] = torch.zeros_like(p, dtype=torch.float32)
+                    state["state2"] = torch.zeros_like(p, dtype=torch.float32)
+                elif not state:
                     blocks = math.ceil(p.numel() / BLOCK)
                     state["state1"] = torch.zeros_like(p, dtype=torch.uint8)
                     state["state2"] = torch.zeros_like(p, dtype=torch.uint8)

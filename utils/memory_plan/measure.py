@@ -113,6 +113,8 @@ def real_cpu_step(
     sdpa: bool = False,
     models_dir: str | os.PathLike | None = None,
     clip_seconds: float = 3.0,
+    optimizer: str = "adamw",
+    lora_rank: int = 0,
 ) -> tuple[MeasuredPeak, dict[str, int]]:
     """One real CPU training step of the product (train_gpt's setup and coqui's Trainer.train_step),
     measured by the CPU allocator after a warm-up step; and the batch's shapes (batch, text_tokens,
@@ -140,6 +142,8 @@ def real_cpu_step(
         enable_grad_checkpoint=grad_checkpoint,
         enable_sdpa=sdpa,
         enable_mixed_precision=False,
+        optimizer=optimizer,
+        lora_rank=lora_rank,
     )
     base = ensure_base_model(version, models_dir)
     run_dir = create_run_dir(args.output_path, "measure")
@@ -167,7 +171,13 @@ def real_cpu_step(
 
 
 def cpu_step_settings(
-    version: str, shapes: dict[str, int], grad_checkpoint: bool, sdpa: bool, models_dir: str | os.PathLike | None
+    version: str,
+    shapes: dict[str, int],
+    grad_checkpoint: bool,
+    sdpa: bool,
+    models_dir: str | os.PathLike | None,
+    optimizer: str = "adamw",
+    lora_rank: int = 0,
 ) -> Any:
     """The planner's StepSettings for the FP32 CPU step that `real_cpu_step` measured at these shapes."""
     from utils.memory_plan.architecture import resolve_architecture
@@ -183,4 +193,6 @@ def cpu_step_settings(
         sdpa,
         "fp32",
         target="cpu",
+        optimizer=optimizer,
+        lora_rank=lora_rank,
     )

@@ -24,7 +24,9 @@ from utils.memory_plan import tracker as t
 from utils.memory_plan.architecture import resolve_architecture
 from utils.memory_plan.trace import BatchModel, DirectTraces, StepSettings
 from utils.model.base_models import check_version_name
+from utils.text.languages import canonical_language
 from utils.training.arguments import TrainArguments, option_of
+from utils.training.lora import parse_targets
 from utils.training.optimizations import FUSED_ADAMW, TrainingOptimizer
 
 GIB = 1024**3
@@ -180,7 +182,7 @@ def _arguments(args: tuple, kwargs: dict[str, Any]) -> tuple[TrainArguments, dic
 
 def step_settings(arguments: TrainArguments, options: dict[str, Any]) -> StepSettings:
     """The traced step for these arguments (batch size as given; the worst-case lengths)."""
-    from utils.constants import MAX_CONDITIONING_SAMPLES, MAX_TEXT_TOKENS
+    from utils.constants import MAX_CONDITIONING_SAMPLES, MAX_TEXT_TOKENS, XTTS_LANGUAGES
 
     device = options.get("device", "cuda")
     gpu = planned_gpu(options.get("gpu")) if device == "cuda" else GPUInfo(available=False)
@@ -206,6 +208,10 @@ def step_settings(arguments: TrainArguments, options: dict[str, Any]) -> StepSet
         target=device,
         fused_adamw=bool(options.get("fused_adamw", planned.plan().is_applied(FUSED_ADAMW))),
         optimizer=arguments.optimizer,
+        lora_rank=arguments.lora_rank,
+        lora_alpha=arguments.lora_alpha,
+        lora_targets=parse_targets(arguments.lora_targets),
+        new_language=canonical_language(arguments.language) not in XTTS_LANGUAGES,
         leaner_steps=leaner,
         accumulating=arguments.grad_acumm > 1,
         grad_accum_steps=arguments.grad_acumm,
@@ -222,6 +228,7 @@ def _settings_summary(settings: StepSettings, options: dict[str, Any]) -> dict[s
         "sdpa": settings.sdpa,
         "fused_adamw": settings.fused_adamw,
         "optimizer": settings.optimizer,
+        "lora_rank": settings.lora_rank,
         "leaner_steps": settings.leaner_steps,
         "grad_acumm": settings.grad_accum_steps,
         "max_audio_length": settings.audio_samples,

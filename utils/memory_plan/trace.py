@@ -34,6 +34,7 @@ from utils.memory_plan import tracker as t
 from utils.memory_plan.architecture import Architecture
 from utils.memory_plan.cuda_emulation import cuda_autocast_policy, efficient_sdpa, native_dropout
 from utils.memory_plan.fake_model import apply_optimizations, build_fake_model
+from utils.training.lora import LORA_TARGETS, LoraSettings, apply_lora, frozen_dtype, hold_base_layers_in
 from utils.training.optimizations import TrainingOptimizer
 
 LOWER_PRECISION = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -56,7 +57,11 @@ class StepSettings:
     precision: str  # "fp32" | "bf16" | "fp16" (as TrainingOptimizer chose it)
     target: str = "cuda"  # "cuda": emulate a GPU's kernels and allocator; "cpu": trace as the CPU runs
     fused_adamw: bool = False
-    optimizer: str = "adamw"  # "adamw" | "adamw_8bit" (bitsandbytes, CUDA)
+    optimizer: str = "adamw"  # "adamw" | "adamw_8bit" (bitsandbytes, CUDA or CPU)
+    lora_rank: int = 0  # 0: full fine-tune; else LoRA adapters on the GPT blocks (utils.training.lora)
+    lora_alpha: float = 0.0
+    lora_targets: tuple[str, ...] = LORA_TARGETS
+    new_language: bool = False  # LoRA: a new language's embedding and heads train too
     leaner_steps: bool = True  # False: coqui's step as shipped (composite GELU, HiFi-GAN on the GPU, ...)
     accumulating: bool = False  # gradients of the previous micro-step are held (grad_acumm > 1)
     grad_accum_steps: int = 1
@@ -134,9 +139,22 @@ def _emulation(settings: StepSettings) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _adapters_created_in_place() -> Iterator[None]:
+    """PEFT moves each new adapter to its base layer's device with `.to()`, which cannot swap fake parameters;
+    in a trace both are fake CPU tensors in FP32 already, so module moves are skipped while it injects."""
+    original = torch.nn.Module.to
+    torch.nn.Module.to = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.nn.Module.to = original  # type: ignore[method-assign]
+
+
 def _optimizer(model: Any, config: Any, settings: StepSettings) -> Any:
-    """The run's optimizer (coqui's AdamW parameter groups), or the 8-bit AdamW's memory stand-in."""
-    if settings.optimizer != "adamw_8bit" or settings.target != "cuda":
+    """The run's optimizer (coqui's AdamW parameter groups, frozen parameters left out), or the 8-bit AdamW's
+    memory stand-in."""
+    if settings.optimizer != "adamw_8bit":
         config.optimizer = "AdamW"
         return model.get_optimizer()
     from utils.memory_plan.eight_bit import EightBitAdamWTrace
@@ -223,6 +241,15 @@ def _trace_step(settings: StepSettings) -> StepTrace:
     metadata = t.RealMetadata()
     tracker = t.MemoryTracker(t.CUDA_BLOCK_BYTES if settings.target == "cuda" else 1)
     with fake_mode, metadata, _emulation(settings):
+        if settings.lora_rank:
+            alpha = settings.lora_alpha or 2.0 * settings.lora_rank
+            lora = LoraSettings(settings.lora_rank, alpha, settings.lora_targets)
+            precision = {"mixed_precision": settings.precision != "fp32", "precision": settings.precision}
+            dtype = frozen_dtype(precision, settings.target == "cuda")
+            with _adapters_created_in_place():
+                apply_lora(model, lora, new_language=settings.new_language)
+            if dtype is not None:
+                hold_base_layers_in(model.xtts.gpt.gpt, dtype)
         optimizer = _optimizer(model, config, settings)
         trainable = [p for group in optimizer.param_groups for p in group["params"]]
         for p in trainable:  # one step without data allocates AdamW's state: the steady state

@@ -97,10 +97,7 @@ def apply_lora(
             for parameter in getattr(xtts.gpt, attribute).parameters():
                 parameter.requires_grad_(True)
     if dtype is not None:
-        for module in gpt2.modules():
-            base = getattr(module, "base_layer", None)
-            if base is not None:
-                base.to(dtype)
+        hold_base_layers_in(gpt2, dtype)
     trainable = sum(p.numel() for p in xtts.gpt.parameters() if p.requires_grad)
     total = sum(p.numel() for p in xtts.gpt.parameters())
     return {
@@ -112,6 +109,18 @@ def apply_lora(
         "frozen_dtype": str(dtype).removeprefix("torch.") if dtype is not None else "float32",
         "new_language_trainable": list(NEW_LANGUAGE_TRAINABLE) if new_language else [],
     }
+
+
+def hold_base_layers_in(gpt2: torch.nn.Module, dtype: torch.dtype) -> None:
+    """The frozen base weights of the adapted layers in `dtype` (parameters replaced, not converted in place:
+    the same code serves the planner's fake tensors)."""
+    for module in gpt2.modules():
+        base = getattr(module, "base_layer", None)
+        if base is None:
+            continue
+        for name, parameter in list(base._parameters.items()):
+            if parameter is not None:
+                base._parameters[name] = torch.nn.Parameter(parameter.detach().to(dtype), requires_grad=False)
 
 
 def is_lora_state(state: dict[str, Any]) -> bool:
