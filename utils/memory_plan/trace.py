@@ -237,7 +237,9 @@ def _trace_step(settings: StepSettings) -> StepTrace:
         leaner_steps=settings.leaner_steps,
     )
     apply_optimizations(model, config, planned)
-    config.optimizer_params = _optimizer_params(settings)  # the planned AdamW kernel, as asked
+    # The planned AdamW kernel, as asked, on both configs (GPTTrainer builds its optimizer from its own copy).
+    for target in {id(config): config, id(getattr(model, "config", config)): getattr(model, "config", config)}.values():
+        target.optimizer_params = _optimizer_params(settings)
     metadata = t.RealMetadata()
     tracker = t.MemoryTracker(t.CUDA_BLOCK_BYTES if settings.target == "cuda" else 1)
     with fake_mode, metadata, _emulation(settings):

@@ -171,6 +171,7 @@ def configure_optimizer(config: Any, fused: bool, eight_bit: bool) -> None:
     params = dict(config.optimizer_params or {})
     params.pop("fused", None)
     if fused and not eight_bit:
+        params.pop("foreach", None)  # torch refuses both at once
         params["fused"] = True
     config.optimizer_params = params
 
