@@ -165,3 +165,14 @@ def test_no_write_of_the_product_follows_a_link_out_of_its_folder(tmp_path):
     (owned / "alias").symlink_to(owned / "inside")  # a link that stays inside its folder is followed
     write_json_atomic(owned / "alias" / "x.json", {"a": 1})
     assert (owned / "inside" / "x.json").is_file()
+
+
+def test_a_float_clip_of_nan_samples_is_left_out_with_the_reason_even_by_a_header_check(tmp_path):
+    """Issue 17 (silently wrong): a float wav of NaN samples was converted as if it were audio."""
+    source = write_dataset(tmp_path / "voice", n=6)
+    sf.write(
+        tmp_path / "voice" / "wavs" / "clip_003.wav", np.full(40000, np.nan, dtype=np.float32), 22050, subtype="FLOAT"
+    )
+    result = prepare(source, tmp_path / "out", audio_check="header")
+    assert result.added_train + result.added_eval == 5
+    assert "wavs/clip_003.wav: samples are not numbers, NaN or infinite" in result.summary()
