@@ -119,7 +119,7 @@ def test_a_failed_prepare_leaves_a_folder_that_can_be_used_again(tmp_path):
     ],
 )
 def test_an_output_folder_that_is_a_file_or_not_writable_is_a_clear_error(tmp_path, make_out, message):
-    """Issue 17: a bare NotADirectoryError / FileNotFoundError before."""
+    """Issue 17, unclear: a bare NotADirectoryError / FileNotFoundError before."""
     source = write_dataset(tmp_path / "voice", n=4)
     out = make_out(tmp_path)
     with pytest.raises(ValueError, match=f"out_dir {out}.*{message}"):
@@ -130,7 +130,8 @@ def test_an_output_folder_that_is_a_file_or_not_writable_is_a_clear_error(tmp_pa
 
 @pytest.mark.parametrize("linked", ["wavs", "metadata_train.csv", ".index"])
 def test_preparing_into_a_folder_whose_entries_link_elsewhere_writes_nothing_through_them(tmp_path, linked):
-    """Issue 17: preparing into a folder whose wavs/ is a symlink wrote the clips into the folder it points to."""
+    """Issue 17, silently wrong: preparing into a folder whose wavs/ is a symlink wrote the clips into the folder it
+    points to."""
     source = write_dataset(tmp_path / "voice", n=4)
     first = prepare(source, tmp_path / "out")
     elsewhere = tmp_path / "elsewhere"
