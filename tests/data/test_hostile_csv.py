@@ -182,7 +182,7 @@ def test_quotes_are_ordinary_text_in_pipe_files(folder):
 
 
 def test_a_pipe_file_with_every_field_in_double_quotes_is_unquoted_by_the_csv_rules(folder):
-    """Issue 17: the literal quotes stayed in every text (and the speaker), silently."""
+    """Issue 17, silently wrong: the literal quotes stayed in every text (and the speaker)."""
     lines = [f'"wavs/c{i}.wav"|"Text ""{i}"" here"|"spk"' for i in range(N)]
     report = check(folder, rows(lines, header='"audio_file"|"text"|"speaker_name"'))
     assert report.rows_usable == N and not report.errors
@@ -193,7 +193,7 @@ def test_a_pipe_file_with_every_field_in_double_quotes_is_unquoted_by_the_csv_ru
 
 
 def test_a_one_column_csv_of_audio_paths_says_it_has_no_texts(folder):
-    """Issue 17: reported as one row "spanning lines 2-9", which misleads."""
+    """Issue 17, unclear: reported as one row "spanning lines 2-9", which misleads."""
     paths = [f"wavs/c{i}.wav" for i in range(N)]
     report = check(folder, rows(paths))
     assert report.rows_usable == 0 and "spanning" not in report.summary() and "spans" not in report.summary()

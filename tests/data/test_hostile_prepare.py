@@ -119,7 +119,7 @@ def test_a_failed_prepare_leaves_a_folder_that_can_be_used_again(tmp_path):
     ],
 )
 def test_an_output_folder_that_is_a_file_or_not_writable_is_a_clear_error(tmp_path, make_out, message):
-    """Issue 17: a bare NotADirectoryError / FileNotFoundError before."""
+    """Issue 17, unclear: a bare NotADirectoryError / FileNotFoundError before."""
     source = write_dataset(tmp_path / "voice", n=4)
     out = make_out(tmp_path)
     with pytest.raises(ValueError, match=f"out_dir {out}.*{message}"):
@@ -130,7 +130,8 @@ def test_an_output_folder_that_is_a_file_or_not_writable_is_a_clear_error(tmp_pa
 
 @pytest.mark.parametrize("linked", ["wavs", "metadata_train.csv", ".index"])
 def test_preparing_into_a_folder_whose_entries_link_elsewhere_writes_nothing_through_them(tmp_path, linked):
-    """Issue 17: preparing into a folder whose wavs/ is a symlink wrote the clips into the folder it points to."""
+    """Issue 17, silently wrong: preparing into a folder whose wavs/ is a symlink wrote the clips into the folder it
+    points to."""
     source = write_dataset(tmp_path / "voice", n=4)
     first = prepare(source, tmp_path / "out")
     elsewhere = tmp_path / "elsewhere"
@@ -165,3 +166,14 @@ def test_no_write_of_the_product_follows_a_link_out_of_its_folder(tmp_path):
     (owned / "alias").symlink_to(owned / "inside")  # a link that stays inside its folder is followed
     write_json_atomic(owned / "alias" / "x.json", {"a": 1})
     assert (owned / "inside" / "x.json").is_file()
+
+
+def test_a_float_clip_of_nan_samples_is_left_out_with_the_reason_even_by_a_header_check(tmp_path):
+    """Issue 17 (silently wrong): a float wav of NaN samples was converted as if it were audio."""
+    source = write_dataset(tmp_path / "voice", n=6)
+    sf.write(
+        tmp_path / "voice" / "wavs" / "clip_003.wav", np.full(40000, np.nan, dtype=np.float32), 22050, subtype="FLOAT"
+    )
+    result = prepare(source, tmp_path / "out", audio_check="header")
+    assert result.added_train + result.added_eval == 5
+    assert "wavs/clip_003.wav: samples are not numbers, NaN or infinite" in result.summary()

@@ -61,7 +61,7 @@ FAST = dict(version="tiny", enable_mixed_precision=False, num_workers=0, quality
         (dict(enable_sdpa="yes"), "enable_sdpa must be True or False"),
         (dict(best_by="cer", quality_eval=0), "best_by='cer' is measured on generated speech"),
         (dict(epochs=3), "Unknown option"),
-        # Inside the bounds, but cannot mean what they say (issue 17).
+        # Issue 17, silently wrong: inside the bounds, but cannot mean what they say.
         (dict(learning_rate=0), "learning_rate is 0: the weights would never change"),
         (dict(learning_rate=0.0, num_epochs=1), "learning_rate is 0"),
         (dict(lr_milestones=(0.5, 0.5)), "lr_milestones repeat 0.5"),
@@ -142,7 +142,7 @@ def test_the_declaration_reads_the_forms_text_and_refuses_silent_rounding():
 
 
 def test_a_missing_published_version_leaves_no_empty_model_folder(tmp_path, dataset_csv):
-    """Issue 17: an offline machine asked for v2.0.3 was left with an empty models/v2.0.3/ that looks like a model."""
+    """Issue 17, silently wrong: an offline machine asked for v2.0.3 was left with an empty models/v2.0.3/."""
     models = tmp_path / "models"
     models.mkdir()
     from utils.model.base_models import MissingBaseModelFiles

@@ -119,7 +119,8 @@ def whisper_models(tmp_path_factory, monkeypatch):
     ],
 )
 def test_a_recording_that_is_not_audio_is_named_with_what_to_do(ctx, tmp_path, whisper_models, content, message):
-    """Issue 17: Gradio's generic "upstream app has raised an exception", or "success" with 0 clips."""
+    """Issue 17, unclear (Gradio's generic "upstream app has raised an exception") or silently wrong ("success"
+    with 0 clips for NaN samples or silence)."""
     from webui.dataset_handlers import transcribe_handler
 
     recording = tmp_path / "empty.wav"
@@ -137,7 +138,8 @@ def test_a_recording_that_is_not_audio_is_named_with_what_to_do(ctx, tmp_path, w
 
 
 def test_an_edited_check_table_from_a_client_that_never_ran_the_check_is_applied(ctx, tmp_path):
-    """Issue 17: /prepare_dataset with an edited table but no originals (no /check_dataset) dropped the edits."""
+    """Issue 17, silently wrong: /prepare_dataset with an edited table but no originals (no /check_dataset) dropped
+    the edits."""
     from webui.dataset_handlers import prepare_handler
 
     csv_path = write_dataset(tmp_path / "voice", n=6)

@@ -150,6 +150,9 @@ def _copy_row(row: CsvRow, split: str, out: Path, copy: _Copy) -> None:
         if not excluded:
             copy.unreadable.append(f"line {row.line} ({row.audio_file}: {exc})")
         return
+    if not excluded and not np.isfinite(wav).all():  # a header-only check cannot see it; a wav of NaN is no clip
+        copy.unreadable.append(f"line {row.line} ({row.audio_file}: samples are not numbers, NaN or infinite)")
+        return
     digest = audio_digest(wav, rate)
     if excluded:
         copy.edits.drop_digests.add(digest)

@@ -344,8 +344,11 @@ class TrainingRun:
             self._fail(f"out of GPU memory. {advice}")
             raise torch.OutOfMemoryError(advice) from exc
         except BaseException as exc:
+            message = self._failure_message(exc)
             if read_run(self.run_dir).get("status") != RunStatus.FAILED.value:
-                self._fail(self._failure_message(exc))
+                self._fail(message)
+            if is_disk_full(exc) and not isinstance(exc, DiskFull):
+                raise DiskFull(message) from exc  # the caller gets the product's words too, as one type
             raise
 
     def _failure_message(self, exc: BaseException) -> str:
