@@ -18,6 +18,7 @@ from utils.training.optimizations import TrainingOptimizer
 from utils.training.run_record import read_run
 from webui import form, quality_view, run_view
 from webui.context import GPU_QUEUE, UIContext
+from webui.shown import page_error, shown
 
 REFRESH_SECONDS = 1.5
 SCROLL_LOG_TO_END = (
@@ -94,7 +95,7 @@ def memory_plan_markdown(ctx: UIContext, values: dict[str, Any]) -> str:
         keywords = {k: v for k, v in arguments.to_dict().items() if k not in ("train_csv", "eval_csv", "resume_from")}
         estimate = estimate_gpt_memory(**keywords)
     except ValueError as exc:
-        return f"**Memory plan:** {exc}"
+        return f"**Memory plan:** {shown(exc)}"
     free = detected_free_bytes()
     lines = ["#### Memory plan (peak GPU memory of a training step)", estimate.to_markdown()]
     if free is None:
@@ -151,6 +152,29 @@ def refresh(ctx: UIContext) -> tuple[Any, ...]:
     )
 
 
+def plot_colors(ctx: UIContext) -> tuple[Any, Any]:
+    """The colour of each series now in the loss and memory plots (see run_view.series_colors)."""
+    state = ctx.runner.poll()
+    return (
+        gr.update(color_map=run_view.series_colors(run_view.loss_frame(ctx.runner.metrics()))),
+        gr.update(color_map=run_view.series_colors(run_view.memory_frame(state.memory_history))),
+    )
+
+
+def after_refresh(ctx: UIContext, event: Any, plots: list[Any]) -> Any:
+    """Chain the plots' colours after an event that refreshed them. Gradio's LinePlot fixes its series (colour
+    domain and legend) when it builds its chart, and rebuilds only when an option such as color_map changes,
+    not when the data does: a plot that first got an empty frame drew every later line without a colour. A
+    second event, after the data has landed, hands over the series and so rebuilds the chart when they changed."""
+    return event.then(
+        lambda: plot_colors(ctx),
+        None,
+        plots,
+        api_visibility="undocumented",
+        show_progress="hidden",
+    )
+
+
 def quality_refresh(ctx: UIContext, seen: str) -> tuple[Any, ...]:
     """The score table, the best checkpoint and the latest evaluation's clips; sent only when they changed
     since `seen` (the timer ticks every 1.5 s, and clips are decoded audio)."""
@@ -201,7 +225,7 @@ def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
     try:
         arguments = form.arguments_from_form(values, str(ctx.output_dir), ctx.roots)
     except ValueError as exc:
-        raise gr.Error(str(exc)) from exc
+        raise page_error(exc) from exc
     if ctx.runner.is_active():
         raise gr.Error("A training run is already active; stop it or wait for it to end.")
     unload_voice()  # the Test tab's model and a loaded Whisper would hold GPU memory the run needs
@@ -209,7 +233,7 @@ def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
     roots = [str(root) for root in ctx.roots.audio_roots(arguments.train_csv, arguments.eval_csv)]
     started, message = ctx.runner.start({**arguments.to_dict(), "audio_roots": roots})
     if not started:
-        raise gr.Error(message)
+        raise page_error(message)
     return message
 
 
@@ -286,6 +310,9 @@ def _progress_section() -> dict[str, Any]:
     )
     ui["code"] = gr.Code(label="Copy as code: the train_gpt call of this run", language="python", interactive=False)
     ui["timer"] = gr.Timer(REFRESH_SECONDS)
+    # Inside the tab: a component left directly in gr.Tabs takes a tab's slot, and the tab bar then shows
+    # one tab twice and loses another.
+    ui["quality_seen"] = gr.State("")
     return ui
 
 
@@ -309,9 +336,8 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
     ]
     _wire_controls(ctx, ui)
     _wire_updates(ctx, ui)
-    return ctx.register(
-        "train", {k: ui[k] for k in ("refresh_outputs", "start", "stop", "status", "start_message", "timer")}
-    )
+    shared = ("refresh_outputs", "start", "stop", "status", "start_message", "timer", "loss_plot", "memory_plot")
+    return ctx.register("train", {k: ui[k] for k in shared})
 
 
 def _form_handler(handler: Any) -> Any:
@@ -322,14 +348,19 @@ def _form_handler(handler: Any) -> Any:
 def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
     f = ctx.form_component
     components = [f(cid) for cid in form.form_ids()]
-    ui["start"].click(
-        _form_handler(lambda values: start_run(ctx, values)),
-        components,
-        ui["start_message"],
-        api_name="start_training",
-        concurrency_limit=1,
-        concurrency_id=GPU_QUEUE,
-    ).then(lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented")
+    started = (
+        ui["start"]
+        .click(
+            _form_handler(lambda values: start_run(ctx, values)),
+            components,
+            ui["start_message"],
+            api_name="start_training",
+            concurrency_limit=1,
+            concurrency_id=GPU_QUEUE,
+        )
+        .then(lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented")
+    )
+    after_refresh(ctx, started, [ui["loss_plot"], ui["memory_plot"]])
     ui["stop"].click(lambda: ctx.runner.stop(), None, ui["start_message"], api_name="stop_training")
     # The planner swaps process-wide torch hooks while it traces: never beside a synthesis in this process.
     ui["estimate"].click(
@@ -359,12 +390,13 @@ def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
 
 
 def _wire_updates(ctx: UIContext, ui: dict[str, Any]) -> None:
-    ui["timer"].tick(
+    ticked = ui["timer"].tick(
         lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented", show_progress="hidden"
     )
+    after_refresh(ctx, ticked, [ui["loss_plot"], ui["memory_plot"]])
     # A replaced value keeps the textarea's scroll position; the newest lines are the ones to see.
     ui["log"].change(None, None, None, js=SCROLL_LOG_TO_END, api_visibility="undocumented")
-    quality_seen = gr.State("")
+    quality_seen = ui["quality_seen"]
     ui["timer"].tick(
         lambda seen: quality_refresh(ctx, seen),
         quality_seen,
