@@ -197,7 +197,7 @@ def check_handler(
         train_csv = ctx.roots.dataset_file(train_csv, "train CSV")
         eval_csv = ctx.roots.dataset_file(eval_csv, "eval CSV") if eval_csv else None
         transcriber, why = transcriber_or_reason(
-            ctx.roots.whisper_model(whisper_model), device="cpu", compute_type="int8"
+            ctx.roots.whisper_model(whisper_model), device="cpu", compute_type="int8", language=language
         )
         check = check_dataset(
             train_csv,

@@ -11,6 +11,7 @@ import gradio as gr
 
 from utils.model.inference import find_ready_dir, synthesize
 from utils.model.ready import REFERENCE_WAV, read_finetune_info
+from utils.quality.asr import default_whisper_model
 from utils.text.languages import LANGUAGE_CHOICES
 from webui import quality_view
 from webui.context import GPU_QUEUE, UIContext
@@ -204,7 +205,8 @@ def _results_section() -> dict[str, Any]:
         with gr.Row():
             ui["seed"] = gr.Number(1, precision=0, minimum=0, label="Seed (the same for both)")
             ui["whisper_model"] = gr.Textbox(
-                "small", label="Whisper model for the scores (name, or a folder under models/whisper)"
+                default_whisper_model("en", "small"),
+                label="Whisper model for the scores (name, or a folder under models/whisper)",
             )
             ui["compare"] = gr.Button("Compare with the base model")
         with gr.Row():

@@ -12,7 +12,7 @@ import gradio as gr
 from utils.device.gpu import detect_gpu
 from utils.device.memory import get_memory_stats
 from utils.model.inference import unload_voice
-from utils.quality.asr import clear_transcriber_cache
+from utils.quality.asr import clear_transcriber_cache, scoring_note
 from utils.training.arguments import ADVANCED, DATA, MODEL, QUALITY, SCHEDULE, SPEED, TrainArguments
 from utils.training.optimizations import TrainingOptimizer
 from utils.training.run_record import read_run
@@ -272,8 +272,10 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
         ui["estimate"] = gr.Button("Estimate GPU memory", scale=0)
         ui["memory_plan"] = gr.Markdown()
     quality = "Measured quality (speak held-out sentences at each evaluation and score them)"
-    with gr.Accordion(quality, open=False), gr.Row():
-        _render_group(ctx, QUALITY)
+    with gr.Accordion(quality, open=False):
+        gr.Markdown(scoring_note(str(f("whisper_model").value or "small")), elem_id="scoring-note")
+        with gr.Row():
+            _render_group(ctx, QUALITY)
     with gr.Accordion("Advanced", open=False), gr.Row():
         _render_group(ctx, ADVANCED)
     with gr.Row():
@@ -284,31 +286,37 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
 
 
 def _progress_section() -> dict[str, Any]:
-    """Status, progress bar, loss and scores, memory, log and the run's code."""
+    """Status, progress bar, the loss and memory plots side by side, the scores, and (folded) the log and the
+    run's code."""
     ui = {"status": gr.Markdown("### ⚪ Idle"), "bar": gr.HTML(run_view.progress_html(run_view.progress([]), "idle"))}
-    with gr.Row():
-        ui["loss_plot"] = gr.LinePlot(x="step", y="loss", color="series", label="Loss (train and eval)")
-        with gr.Column():
-            ui["quality_table"] = gr.Dataframe(
-                headers=quality_view.QUALITY_COLUMNS,
-                interactive=False,
-                wrap=True,
-                label="Measured quality per evaluation (newest first)",
-                max_height=300,
-                elem_id="quality-table",
-            )
-            ui["best_info"] = gr.Markdown(elem_id="quality-best")
-            with gr.Row():
-                ui["quality_players"] = [
-                    gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}")
-                    for i in range(QUALITY_PLAYERS)
-                ]
-    ui["memory_plot"] = gr.LinePlot(x="seconds", y="MB", color="series", label="Memory over time")
+    with gr.Row(equal_height=True):
+        ui["loss_plot"] = gr.LinePlot(
+            x="step", y="loss", color="series", label="Loss (train and eval)", height=260, elem_id="loss-plot"
+        )
+        ui["memory_plot"] = gr.LinePlot(
+            x="seconds", y="MB", color="series", label="Memory over time", height=260, elem_id="memory-plot"
+        )
     ui["memory"] = gr.Markdown(elem_id="memory-panel")
-    ui["log"] = gr.Textbox(
-        label="Log (last lines)", lines=12, max_lines=12, autoscroll=True, interactive=False, elem_id="training-log"
+    ui["quality_table"] = gr.Dataframe(
+        headers=quality_view.QUALITY_COLUMNS,
+        interactive=False,
+        wrap=True,
+        label="Measured quality per evaluation (newest first)",
+        max_height=260,
+        elem_id="quality-table",
+        column_widths=quality_view.QUALITY_COLUMN_WIDTHS,
     )
-    ui["code"] = gr.Code(label="Copy as code: the train_gpt call of this run", language="python", interactive=False)
+    ui["best_info"] = gr.Markdown(elem_id="quality-best")
+    with gr.Row():
+        ui["quality_players"] = [
+            gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}") for i in range(QUALITY_PLAYERS)
+        ]
+    with gr.Accordion("Log (last lines)", open=False, elem_id="log-accordion"):
+        ui["log"] = gr.Textbox(
+            show_label=False, lines=12, max_lines=12, autoscroll=True, interactive=False, elem_id="training-log"
+        )
+    with gr.Accordion("Copy as code: the train_gpt call of this run", open=False, elem_id="code-accordion"):
+        ui["code"] = gr.Code(show_label=False, language="python", interactive=False)
     ui["timer"] = gr.Timer(REFRESH_SECONDS)
     # Inside the tab: a component left directly in gr.Tabs takes a tab's slot, and the tab bar then shows
     # one tab twice and loses another.
