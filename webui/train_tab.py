@@ -220,6 +220,22 @@ def form_on_load(ctx: UIContext) -> list[Any]:
     return [values[cid] for cid in form.form_ids()]
 
 
+def check_base_model(version: str) -> None:
+    """Before anything is spawned: a base model whose files are missing and cannot be fetched now is a page error
+    in a second, not a run that fails after loading everything else."""
+    from utils.model.base_models import TINY, MissingBaseModelFiles, ensure_base_model, hub_unreachable
+
+    if version == TINY:
+        return
+    try:
+        ensure_base_model(version, download=False)
+    except MissingBaseModelFiles as exc:
+        why = hub_unreachable()
+        if why:
+            text = " ".join(line.strip() for line in str(exc).splitlines())
+            raise page_error(f"{text} (It cannot be downloaded now: {why}.)") from exc
+
+
 def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
     """Start a training run in a child process from form values (keys: component ids)."""
     try:
@@ -228,6 +244,8 @@ def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
         raise page_error(exc) from exc
     if ctx.runner.is_active():
         raise gr.Error("A training run is already active; stop it or wait for it to end.")
+    if not (arguments.custom_model or arguments.resume_from):
+        check_base_model(arguments.version)
     unload_voice()  # the Test tab's model and a loaded Whisper would hold GPU memory the run needs
     clear_transcriber_cache()
     roots = [str(root) for root in ctx.roots.audio_roots(arguments.train_csv, arguments.eval_csv)]
