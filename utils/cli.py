@@ -16,6 +16,25 @@ from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
 from utils.training.arguments import TrainArguments, option_of
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose usage errors are one line too."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def one_line(exc: BaseException) -> str:
+    """An error as one line: the message's lines joined, a list ("- model.pth") as items separated by commas."""
+    parts: list[str] = []
+    for line in (line.strip() for line in str(exc).splitlines() if line.strip()):
+        if line.startswith("- ") and parts and parts[-1].startswith("- "):
+            parts[-1] += ", " + line[2:]
+        else:
+            parts.append(line)
+    text = " ".join(part.removeprefix("- ") for part in parts) or type(exc).__name__
+    return text if isinstance(exc, (ValueError, OSError)) else f"{type(exc).__name__}: {text}"
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -41,12 +60,15 @@ def _add_train_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m utils.cli",
         description="Fine-tune the XTTS v2 GPT on your own speech, without the web UI.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--traceback", action="store_true", help="On an error, print the whole Python traceback, not one line."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     train = commands.add_parser(
         "train",
         help="Fine-tune (same as train_gpt in a notebook).",
@@ -109,8 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return _validate(args) if args.command == "validate" else _train(args)
-    except ValueError as exc:  # every user mistake: one line, no traceback
-        print(f"error: {exc}", file=sys.stderr)
+    except Exception as exc:  # every error, a missing model or file, a bad value: one line
+        if args.traceback:
+            raise
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
 
 

@@ -20,6 +20,7 @@ from utils.text.languages import canonical_language, whisper_language
 from utils.training.text_checks import text_check_options
 from webui import form, quality_view
 from webui.context import UIContext
+from webui.shown import page_error, shown, shown_cells
 
 PREVIEW_PLAYERS = 3
 CHECK_PLAYERS = 3  # the worst flagged rows, played
@@ -43,11 +44,12 @@ def report_tables(report: DatasetReport) -> tuple[str, pd.DataFrame, pd.DataFram
     problems = pd.DataFrame(report.problems_table(), columns=PROBLEM_COLUMNS)
     if not problems.empty:
         problems["csv_file"] = problems["csv_file"].map(lambda p: Path(p).name if p else "")
+        problems = shown_cells(problems)
     edges, counts = report.histogram["edges_s"], report.histogram["counts"]
     labels = histogram_labels(edges)
     histogram = pd.DataFrame({"seconds": labels, "clips": counts})
     state = "Ready to train" if report.ok else "Not ready to train"
-    summary = f"### {state}\n\n" + report.summary().replace("\n", "  \n")
+    summary = f"### {state}\n\n" + shown(report.summary(), keep_newlines=True)
     return summary, problems, histogram
 
 
@@ -57,6 +59,7 @@ def _preview(csv_path: str, report: DatasetReport, roots: tuple[Path, ...]) -> t
         [{"line": r.line, "audio_file": r.audio_file, "text": r.text, "speaker": r.speaker_name} for r in rows],
         columns=["line", "audio_file", "text", "speaker"],
     )
+    table = shown_cells(table)
     players = []
     for row in rows:
         if len(players) == PREVIEW_PLAYERS:
@@ -70,7 +73,9 @@ def _preview(csv_path: str, report: DatasetReport, roots: tuple[Path, ...]) -> t
         # Decoded samples, not the file: only audio leaves the server, never a file a row names.
         players.append(
             gr.update(
-                value=(rate, wav[: rate * PREVIEW_SECONDS]), visible=True, label=f"line {row.line}: {row.text[:60]}"
+                value=(rate, wav[: rate * PREVIEW_SECONDS]),
+                visible=True,
+                label=shown(f"line {row.line}: {row.text[:60]}", "plain"),
             )
         )
     players += [gr.update(value=None, visible=False)] * (PREVIEW_PLAYERS - len(players))
@@ -82,7 +87,7 @@ def _check_options(version: str, language: str, use_g2p: bool) -> dict[str, Any]
     try:
         return text_check_options(version or "tiny", language, bool(use_g2p))
     except ValueError as exc:
-        raise gr.Error(str(exc)) from exc
+        raise page_error(exc) from exc
 
 
 def validate_handler(
@@ -113,7 +118,7 @@ def validate_handler(
             **_check_options(version, language, use_g2p),
         )
     except ValueError as exc:
-        raise gr.Error(str(exc)) from exc
+        raise page_error(exc) from exc
     summary, problems, histogram = report_tables(report)
     missing = sum(
         n for reason, n in report.problem_counts.items() if reason.startswith(("Audio not found", "Audio path"))
@@ -151,11 +156,11 @@ def zip_handler(ctx: UIContext, zip_upload, language, max_seconds, version="tiny
         source = ctx.roots.dataset_file(_path_of(zip_upload, ""), "zip")
         upload = extract_upload(source, ctx.datasets_dir / UPLOADS_FOLDER)
     except UnsafeArchiveError as exc:
-        raise gr.Error(f"The zip was refused: {exc}") from exc
+        raise page_error(f"The zip was refused: {exc}") from exc
     except ValueError as exc:
-        raise gr.Error(str(exc)) from exc
+        raise page_error(exc) from exc
     except OSError as exc:  # a full disk, an unreadable upload: extract_upload removed what it wrote
-        raise gr.Error(f"The zip could not be extracted: {exc}") from exc
+        raise page_error(f"The zip could not be extracted: {exc}") from exc
     return validate_handler(
         ctx, None, str(upload.train_csv), None, str(upload.eval_csv or ""), language, max_seconds, version, use_g2p
     )
@@ -192,7 +197,7 @@ def check_handler(
         train_csv = ctx.roots.dataset_file(train_csv, "train CSV")
         eval_csv = ctx.roots.dataset_file(eval_csv, "eval CSV") if eval_csv else None
         transcriber, why = transcriber_or_reason(
-            ctx.roots.whisper_model(whisper_model), device="cpu", compute_type="int8"
+            ctx.roots.whisper_model(whisper_model), device="cpu", compute_type="int8", language=language
         )
         check = check_dataset(
             train_csv,
@@ -206,17 +211,22 @@ def check_handler(
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
         )
     except ValueError as exc:
-        raise gr.Error(str(exc)) from exc
+        raise page_error(exc) from exc
     players = []
     for row in check.flagged[:CHECK_PLAYERS]:
         try:  # decoded samples of a row the check read: never a file the page names
             wav, rate = load_audio(row.audio, None, seconds=PREVIEW_SECONDS)
         except AudioError:
             continue
-        players.append(gr.update(value=(rate, wav), visible=True, label=f"{row.audio_file}: {row.problems[0][:60]}"))
+        players.append(
+            gr.update(
+                value=(rate, wav), visible=True, label=shown(f"{row.audio_file}: {row.problems[0][:60]}", "plain")
+            )
+        )
     players += [gr.update(value=None, visible=False)] * (CHECK_PLAYERS - len(players))
-    originals = {row.audio_file: row.text for row in check.flagged}
-    summary = check.summary() + (
+    # As the table shows them: a text the user did not edit is not a correction.
+    originals = {row.audio_file: shown(row.text, "plain") for row in check.flagged}
+    summary = shown(check.summary(), keep_newlines=True) + (
         "\n\nTick **exclude** or edit **text** in the table, then Prepare: the changes go into the prepared copy only."
         if check.flagged
         else ""
@@ -259,9 +269,9 @@ def prepare_handler(
             **_check_options(version, language, use_g2p),
         )
     except ValueError as exc:
-        raise gr.Error(str(exc)) from exc
+        raise page_error(exc) from exc
     return (
-        f"{prepared.summary()}\n\nThe Fine-tune tab now trains on it.",
+        f"{shown(prepared.summary(), keep_newlines=True)}\n\nThe Fine-tune tab now trains on it.",
         str(prepared.train_csv),
         str(prepared.eval_csv),
         prepared.kept_train + prepared.added_train,
@@ -298,11 +308,11 @@ def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, spea
         paths = [str(ctx.roots.dataset_file(_path_of(f, ""), "recording")) for f in (recordings or [])]
         model = ctx.roots.whisper_model(whisper_model or "large-v3")
     except ValueError as exc:
-        raise gr.Error(str(exc)) from exc
+        raise page_error(exc) from exc
     if not paths:
         raise gr.Error("Upload one or more long recordings first.")
     if why := ctx.gpu_in_use_by_training():  # Whisper would load onto the GPU the run is using
-        raise gr.Error(why)
+        raise page_error(why)
     out = ctx.datasets_dir / f"transcribed-{time.strftime('%Y%m%d-%H%M%S')}"
     lang = canonical_language(language)
     try:
@@ -315,5 +325,5 @@ def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, spea
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
         )
     except (TranscriberUnavailable, ValueError) as exc:
-        raise gr.Error(str(exc)) from exc
+        raise page_error(exc) from exc
     return str(csv_path)

@@ -8,6 +8,7 @@ from typing import Any
 import gradio as gr
 
 from utils.data.validation import HISTOGRAM_EDGES
+from utils.quality.asr import default_whisper_model
 from utils.text.languages import LANGUAGE_CHOICES
 from webui import form, quality_view
 from webui.context import GPU_QUEUE, UIContext
@@ -55,10 +56,12 @@ def _sources_section() -> dict[str, Any]:
     with gr.Accordion("Long recordings: cut on silence and transcribe (faster-whisper)", open=False):
         ui["recordings"] = gr.File(label="Recordings", file_count="multiple", file_types=["audio"], type="filepath")
         with gr.Row():
-            ui["whisper_model"] = gr.Textbox(value="large-v3", label="Whisper model (name, or a local folder)")
+            ui["whisper_model"] = gr.Textbox(
+                value=default_whisper_model("en", "large-v3"), label="Whisper model (name, or a local folder)"
+            )
             ui["speaker"] = gr.Textbox(value="speaker", label="Speaker name")
             ui["transcribe"] = gr.Button("Transcribe")
-    ui["summary"] = gr.Markdown()
+    ui["summary"] = gr.Markdown(elem_id="dataset-summary")
     return ui
 
 
@@ -69,7 +72,11 @@ def _check_section() -> dict[str, Any]:
         "Check transcripts and audio (transcribe each row, measure loudness, clipping, noise, silences)", open=False
     ):
         with gr.Row():
-            ui["check_whisper"] = gr.Textbox("large-v3", label="Whisper model (name, or a folder under models/whisper)")
+            ui["check_whisper"] = gr.Textbox(
+                default_whisper_model("en", "large-v3"),
+                label="Whisper model (name, or a folder under models/whisper)",
+                info="tiny.en, bundled, works offline for English; others go in models/whisper/<name>/",
+            )
             ui["threshold"] = gr.Slider(0.05, 1.0, value=0.3, step=0.05, label="Flag a transcript over this CER")
             ui["check"] = gr.Button("Check transcripts and audio")
         ui["check_summary"] = gr.Markdown(elem_id="dataset-check-summary")

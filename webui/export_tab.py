@@ -12,6 +12,7 @@ from utils.model.inference import find_ready_dir
 from utils.model.ready import zip_ready
 from utils.training.run_record import RUN_FILE
 from webui.context import UIContext
+from webui.shown import page_error, shown
 
 
 def delete_training_checkpoints(run_dir: Path) -> list[Path]:
@@ -31,16 +32,16 @@ def export_handler(ctx: UIContext, run: str, delete_checkpoints: bool) -> tuple[
     try:
         ready = find_ready_dir(ctx.roots.run_folder(run, "run"))
     except ValueError as exc:
-        raise gr.Error(str(exc)) from exc
+        raise page_error(exc) from exc
     run_dir = ready.parent
     target = ctx.output_dir / "exports" / f"{run_dir.name}.zip"
     zip_ready(ready, target)
-    message = f"Exported {target.name} ({target.stat().st_size / 1024**2:.0f} MB)."
+    message = f"Exported {shown(target.name)} ({target.stat().st_size / 1024**2:.0f} MB)."
     if delete_checkpoints:
         if ctx.runner.is_active():
             message += " Checkpoints kept: a training run is active."
         elif ctx.output_dir not in run_dir.resolve().parents or not (run_dir / RUN_FILE).is_file():
-            message += f" Checkpoints kept: {run_dir} is not a run of this app (under {ctx.output_dir})."
+            message += f" Checkpoints kept: {shown(run_dir)} is not a run of this app (under {shown(ctx.output_dir)})."
         else:
             removed = delete_training_checkpoints(run_dir)
             message += f" Deleted {len(removed)} training checkpoint file(s); this run can no longer be resumed."

@@ -13,6 +13,7 @@ import pandas as pd
 from utils.audio.io import AudioError, load_audio
 from utils.training.quality_eval import EVALS_DIR
 from utils.training.run_record import read_run
+from webui.shown import shown, shown_cells
 
 SCORES = (
     ("cer", "CER"),
@@ -22,6 +23,8 @@ SCORES = (
     ("combined", "combined"),
 )
 QUALITY_COLUMNS = ["step", *(label for _, label in SCORES), "best", "notes"]
+# Short headers on one line, numbers at a glance; the notes take the rest.
+QUALITY_COLUMN_WIDTHS = ["64px", "80px", "80px", "120px", "160px", "112px", "64px", "auto"]
 CHECK_COLUMNS = [
     "exclude",
     "text",
@@ -71,7 +74,7 @@ def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
                 "notes": "; ".join(reasons),
             }
         )
-    return pd.DataFrame(rows[::-1], columns=QUALITY_COLUMNS)
+    return shown_cells(pd.DataFrame(rows[::-1], columns=QUALITY_COLUMNS))
 
 
 def best_markdown(run_dir: str | Path | None) -> str:
@@ -82,9 +85,12 @@ def best_markdown(run_dir: str | Path | None) -> str:
         rule = (record.get("arguments") or {}).get("best_by")
         return f"**Best checkpoint** by {rule}: no evaluation yet." if rule else ""
     value = best.get("value")
-    shown = f"{best['by']} {value:.4g}" if value is not None else f"{best['by']} (provisional)"
-    text = f"**Best checkpoint** by **{best['rule']}**: step {best['step']} ({shown}). {best.get('why', '')}"
-    return text + (f"\n\n⏹ {stop['message']}" if stop else "")
+    value_text = f"{best['by']} {value:.4g}" if value is not None else f"{best['by']} (provisional)"
+    text = (
+        f"**Best checkpoint** by **{shown(best['rule'])}**: step {best['step']} ({shown(value_text)}). "
+        f"{shown(best.get('why', ''))}"
+    )
+    return text + (f"\n\n⏹ {shown(stop['message'])}" if stop else "")
 
 
 def evaluation_clips(run_dir: str | Path, record: dict[str, Any], count: int) -> list[tuple[str, Any]]:
@@ -103,7 +109,7 @@ def evaluation_clips(run_dir: str | Path, record: dict[str, Any], count: int) ->
         except AudioError:
             continue
         text = texts[index] if index < len(texts) else ""
-        clips.append((f"step {record['step']} · {text[:70]}", (rate, wav)))
+        clips.append((shown(f"step {record['step']} · {text[:70]}", "plain"), (rate, wav)))
     return clips
 
 
@@ -133,7 +139,7 @@ def check_frame(check: Any) -> pd.DataFrame:
                 "trail s": _number(m.trailing_silence_s, digits=2),
             }
         )
-    return pd.DataFrame(rows, columns=CHECK_COLUMNS)
+    return shown_cells(pd.DataFrame(rows, columns=CHECK_COLUMNS))
 
 
 def edits_from_table(table: Any, originals: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
@@ -177,4 +183,6 @@ def comparison_frame(comparison: Any) -> pd.DataFrame:
     rows = []
     for row in comparison.table():
         rows.append({**row, **{k: None if row[k] is None else round(row[k], 3) for k in ("cer", "wer", "similarity")}})
-    return pd.DataFrame(rows, columns=["model", "cer", "wer", "similarity", "seconds", "transcript", "note"])
+    return shown_cells(
+        pd.DataFrame(rows, columns=["model", "cer", "wer", "similarity", "seconds", "transcript", "note"])
+    )

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from utils.training.arguments import TrainArguments, argument_defaults
+from webui.shown import shown
 
 STATUS_COLORS = {
     "starting": "#d97706",
@@ -70,7 +71,7 @@ def status_markdown(state: Any, info: dict[str, Any]) -> str:
     that matters (the one to resume from, for a stopped run)."""
     status = str(getattr(state.status, "value", state.status))
     color = STATUS_COLORS.get(status, "#6b7280")
-    lines = [f'### <span style="color:{color}">{status.capitalize()}</span>', state.message]
+    lines = [f'### <span style="color:{color}">{status.capitalize()}</span>', shown(state.message)]
     if info["step"]:
         total = info["total"] or "?"
         loss = "NaN/inf" if info["loss"] is None else f"{info['loss']:.4f}"
@@ -84,7 +85,7 @@ def status_markdown(state: Any, info: dict[str, Any]) -> str:
         end = state.ended_at or time.time()
         lines.append(f"Elapsed {_duration(end - state.started_at)}")
     if state.run_dir:
-        lines.append(f"Run folder: `{state.run_dir}`")
+        lines.append(f"Run folder: {shown(state.run_dir)}")
     if info.get("clips_failed"):
         lines.append(f"⚠ {info['clips_failed']} clip(s) could not be loaded and were skipped (the log names them).")
     return "\n\n".join(lines)
@@ -176,6 +177,16 @@ def memory_frame(history: Iterable[dict[str, Any]]) -> pd.DataFrame:
         for label, megabytes in _memory_points(sample)
     ]
     return _frame(rows, dtypes)
+
+
+# Distinct on a light and a dark background; a series keeps its colour while the set of series is the same.
+PLOT_PALETTE = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777")
+
+
+def series_colors(frame: pd.DataFrame) -> dict[str, str]:
+    """{series: colour} of a plot frame's series in order of appearance (the plot's color_map)."""
+    names = dict.fromkeys(str(name) for name in frame["series"]) if "series" in frame else {}
+    return {name: PLOT_PALETTE[index % len(PLOT_PALETTE)] for index, name in enumerate(names)}
 
 
 def _rank_label(rank: dict[str, Any]) -> str:

@@ -11,9 +11,11 @@ import gradio as gr
 
 from utils.model.inference import find_ready_dir, synthesize
 from utils.model.ready import REFERENCE_WAV, read_finetune_info
+from utils.quality.asr import default_whisper_model
 from utils.text.languages import LANGUAGE_CHOICES
 from webui import quality_view
 from webui.context import GPU_QUEUE, UIContext
+from webui.shown import page_error
 
 # ~21.5 GPT audio tokens per second of speech; 250 is about 11.6 s, the longest training clip.
 DEFAULT_MAX_AUDIO_TOKENS = 250
@@ -29,7 +31,7 @@ def _chosen_model(run: str, ready_path: str) -> str:
 
 def _gpu_free(ctx: UIContext) -> None:
     if why := ctx.gpu_in_use_by_training():
-        raise gr.Error(why)
+        raise page_error(why)
 
 
 def _ready_and_reference(ctx: UIContext, source: str, reference: str | None) -> tuple[Path, str | None]:
@@ -92,9 +94,9 @@ def synthesize_handler(
             output_wav=output,
         )
     except ValueError as exc:
-        raise gr.Error(str(exc)) from exc
+        raise page_error(exc) from exc
     except Exception as exc:  # a model that fails to load or generate: say so on the page, not "upstream error"
-        raise gr.Error(f"Generation failed: {type(exc).__name__}: {exc}") from exc
+        raise page_error(f"Generation failed: {type(exc).__name__}: {exc}") from exc
     return str(output), str(output)
 
 
@@ -134,7 +136,7 @@ def compare_handler(
             **_sampling(temperature, length_penalty, repetition_penalty, top_k, top_p, speed, max_tokens),
         )
     except ValueError as exc:
-        raise gr.Error(str(exc)) from exc
+        raise page_error(exc) from exc
 
     def player(side: Any) -> Any:
         return (side.sample_rate, side.wav) if side.file is not None else None
@@ -203,7 +205,8 @@ def _results_section() -> dict[str, Any]:
         with gr.Row():
             ui["seed"] = gr.Number(1, precision=0, minimum=0, label="Seed (the same for both)")
             ui["whisper_model"] = gr.Textbox(
-                "small", label="Whisper model for the scores (name, or a folder under models/whisper)"
+                default_whisper_model("en", "small"),
+                label="Whisper model for the scores (name, or a folder under models/whisper)",
             )
             ui["compare"] = gr.Button("Compare with the base model")
         with gr.Row():

@@ -12,12 +12,13 @@ import gradio as gr
 from utils.device.gpu import detect_gpu
 from utils.device.memory import get_memory_stats
 from utils.model.inference import unload_voice
-from utils.quality.asr import clear_transcriber_cache
+from utils.quality.asr import clear_transcriber_cache, scoring_note
 from utils.training.arguments import ADVANCED, DATA, MODEL, QUALITY, SCHEDULE, SPEED, TrainArguments
 from utils.training.optimizations import TrainingOptimizer
 from utils.training.run_record import read_run
 from webui import form, quality_view, run_view
 from webui.context import GPU_QUEUE, UIContext
+from webui.shown import page_error, shown
 
 REFRESH_SECONDS = 1.5
 SCROLL_LOG_TO_END = (
@@ -110,7 +111,7 @@ def memory_plan_markdown(ctx: UIContext, values: dict[str, Any]) -> str:
         keywords = {k: v for k, v in arguments.to_dict().items() if k not in ("train_csv", "eval_csv", "resume_from")}
         estimate = estimate_gpt_memory(**keywords)
     except ValueError as exc:
-        return f"**Memory plan:** {exc}"
+        return f"**Memory plan:** {shown(exc)}"
     free = detected_free_bytes()
     lines = ["#### Memory plan (peak GPU memory of a training step)", estimate.to_markdown()]
     if free is None:
@@ -167,6 +168,29 @@ def refresh(ctx: UIContext) -> tuple[Any, ...]:
     )
 
 
+def plot_colors(ctx: UIContext) -> tuple[Any, Any]:
+    """The colour of each series now in the loss and memory plots (see run_view.series_colors)."""
+    state = ctx.runner.poll()
+    return (
+        gr.update(color_map=run_view.series_colors(run_view.loss_frame(ctx.runner.metrics()))),
+        gr.update(color_map=run_view.series_colors(run_view.memory_frame(state.memory_history))),
+    )
+
+
+def after_refresh(ctx: UIContext, event: Any, plots: list[Any]) -> Any:
+    """Chain the plots' colours after an event that refreshed them. Gradio's LinePlot fixes its series (colour
+    domain and legend) when it builds its chart, and rebuilds only when an option such as color_map changes,
+    not when the data does: a plot that first got an empty frame drew every later line without a colour. A
+    second event, after the data has landed, hands over the series and so rebuilds the chart when they changed."""
+    return event.then(
+        lambda: plot_colors(ctx),
+        None,
+        plots,
+        api_visibility="undocumented",
+        show_progress="hidden",
+    )
+
+
 def quality_refresh(ctx: UIContext, seen: str) -> tuple[Any, ...]:
     """The score table, the best checkpoint and the latest evaluation's clips; sent only when they changed
     since `seen` (the timer ticks every 1.5 s, and clips are decoded audio)."""
@@ -212,20 +236,38 @@ def form_on_load(ctx: UIContext) -> list[Any]:
     return [values[cid] for cid in form.form_ids()]
 
 
+def check_base_model(version: str) -> None:
+    """Before anything is spawned: a base model whose files are missing and cannot be fetched now is a page error
+    in a second, not a run that fails after loading everything else."""
+    from utils.model.base_models import TINY, MissingBaseModelFiles, ensure_base_model, hub_unreachable
+
+    if version == TINY:
+        return
+    try:
+        ensure_base_model(version, download=False)
+    except MissingBaseModelFiles as exc:
+        why = hub_unreachable()
+        if why:
+            text = " ".join(line.strip() for line in str(exc).splitlines())
+            raise page_error(f"{text} (It cannot be downloaded now: {why}.)") from exc
+
+
 def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
     """Start a training run in a child process from form values (keys: component ids)."""
     try:
         arguments = form.arguments_from_form(values, str(ctx.output_dir), ctx.roots)
     except ValueError as exc:
-        raise gr.Error(str(exc)) from exc
+        raise page_error(exc) from exc
     if ctx.runner.is_active():
         raise gr.Error("A training run is already active; stop it or wait for it to end.")
+    if not (arguments.custom_model or arguments.resume_from):
+        check_base_model(arguments.version)
     unload_voice()  # the Test tab's model and a loaded Whisper would hold GPU memory the run needs
     clear_transcriber_cache()
     roots = [str(root) for root in ctx.roots.audio_roots(arguments.train_csv, arguments.eval_csv)]
     started, message = ctx.runner.start({**arguments.to_dict(), "audio_roots": roots})
     if not started:
-        raise gr.Error(message)
+        raise page_error(message)
     return message
 
 
@@ -264,8 +306,10 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
         ui["estimate"] = gr.Button("Estimate GPU memory", scale=0)
         ui["memory_plan"] = gr.Markdown()
     quality = "Measured quality (speak held-out sentences at each evaluation and score them)"
-    with gr.Accordion(quality, open=False), gr.Row():
-        _render_group(ctx, QUALITY)
+    with gr.Accordion(quality, open=False):
+        gr.Markdown(scoring_note(str(f("whisper_model").value or "small")), elem_id="scoring-note")
+        with gr.Row():
+            _render_group(ctx, QUALITY)
     with gr.Accordion("Advanced", open=False), gr.Row():
         _render_group(ctx, ADVANCED)
     with gr.Row():
@@ -276,32 +320,41 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
 
 
 def _progress_section() -> dict[str, Any]:
-    """Status, progress bar, loss and scores, memory, log and the run's code."""
+    """Status, progress bar, the loss and memory plots side by side, the scores, and (folded) the log and the
+    run's code."""
     ui = {"status": gr.Markdown("### ⚪ Idle"), "bar": gr.HTML(run_view.progress_html(run_view.progress([]), "idle"))}
-    with gr.Row():
-        ui["loss_plot"] = gr.LinePlot(x="step", y="loss", color="series", label="Loss (train and eval)")
-        with gr.Column():
-            ui["quality_table"] = gr.Dataframe(
-                headers=quality_view.QUALITY_COLUMNS,
-                interactive=False,
-                wrap=True,
-                label="Measured quality per evaluation (newest first)",
-                max_height=300,
-                elem_id="quality-table",
-            )
-            ui["best_info"] = gr.Markdown(elem_id="quality-best")
-            with gr.Row():
-                ui["quality_players"] = [
-                    gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}")
-                    for i in range(QUALITY_PLAYERS)
-                ]
-    ui["memory_plot"] = gr.LinePlot(x="seconds", y="MB", color="series", label="Memory over time")
+    with gr.Row(equal_height=True):
+        ui["loss_plot"] = gr.LinePlot(
+            x="step", y="loss", color="series", label="Loss (train and eval)", height=260, elem_id="loss-plot"
+        )
+        ui["memory_plot"] = gr.LinePlot(
+            x="seconds", y="MB", color="series", label="Memory over time", height=260, elem_id="memory-plot"
+        )
     ui["memory"] = gr.Markdown(elem_id="memory-panel")
-    ui["log"] = gr.Textbox(
-        label="Log (last lines)", lines=12, max_lines=12, autoscroll=True, interactive=False, elem_id="training-log"
+    ui["quality_table"] = gr.Dataframe(
+        headers=quality_view.QUALITY_COLUMNS,
+        interactive=False,
+        wrap=True,
+        label="Measured quality per evaluation (newest first)",
+        max_height=260,
+        elem_id="quality-table",
+        column_widths=quality_view.QUALITY_COLUMN_WIDTHS,
     )
-    ui["code"] = gr.Code(label="Copy as code: the train_gpt call of this run", language="python", interactive=False)
+    ui["best_info"] = gr.Markdown(elem_id="quality-best")
+    with gr.Row():
+        ui["quality_players"] = [
+            gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}") for i in range(QUALITY_PLAYERS)
+        ]
+    with gr.Accordion("Log (last lines)", open=False, elem_id="log-accordion"):
+        ui["log"] = gr.Textbox(
+            show_label=False, lines=12, max_lines=12, autoscroll=True, interactive=False, elem_id="training-log"
+        )
+    with gr.Accordion("Copy as code: the train_gpt call of this run", open=False, elem_id="code-accordion"):
+        ui["code"] = gr.Code(show_label=False, language="python", interactive=False)
     ui["timer"] = gr.Timer(REFRESH_SECONDS)
+    # Inside the tab: a component left directly in gr.Tabs takes a tab's slot, and the tab bar then shows
+    # one tab twice and loses another.
+    ui["quality_seen"] = gr.State("")
     return ui
 
 
@@ -325,9 +378,8 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
     ]
     _wire_controls(ctx, ui)
     _wire_updates(ctx, ui)
-    return ctx.register(
-        "train", {k: ui[k] for k in ("refresh_outputs", "start", "stop", "status", "start_message", "timer")}
-    )
+    shared = ("refresh_outputs", "start", "stop", "status", "start_message", "timer", "loss_plot", "memory_plot")
+    return ctx.register("train", {k: ui[k] for k in shared})
 
 
 def _form_handler(handler: Any) -> Any:
@@ -338,14 +390,19 @@ def _form_handler(handler: Any) -> Any:
 def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
     f = ctx.form_component
     components = [f(cid) for cid in form.form_ids()]
-    ui["start"].click(
-        _form_handler(lambda values: start_run(ctx, values)),
-        components,
-        ui["start_message"],
-        api_name="start_training",
-        concurrency_limit=1,
-        concurrency_id=GPU_QUEUE,
-    ).then(lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented")
+    started = (
+        ui["start"]
+        .click(
+            _form_handler(lambda values: start_run(ctx, values)),
+            components,
+            ui["start_message"],
+            api_name="start_training",
+            concurrency_limit=1,
+            concurrency_id=GPU_QUEUE,
+        )
+        .then(lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented")
+    )
+    after_refresh(ctx, started, [ui["loss_plot"], ui["memory_plot"]])
     ui["stop"].click(lambda: ctx.runner.stop(), None, ui["start_message"], api_name="stop_training")
     # The planner swaps process-wide torch hooks while it traces: never beside a synthesis in this process.
     ui["estimate"].click(
@@ -375,12 +432,13 @@ def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
 
 
 def _wire_updates(ctx: UIContext, ui: dict[str, Any]) -> None:
-    ui["timer"].tick(
+    ticked = ui["timer"].tick(
         lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented", show_progress="hidden"
     )
+    after_refresh(ctx, ticked, [ui["loss_plot"], ui["memory_plot"]])
     # A replaced value keeps the textarea's scroll position; the newest lines are the ones to see.
     ui["log"].change(None, None, None, js=SCROLL_LOG_TO_END, api_visibility="undocumented")
-    quality_seen = gr.State("")
+    quality_seen = ui["quality_seen"]
     ui["timer"].tick(
         lambda seen: quality_refresh(ctx, seen),
         quality_seen,

@@ -15,7 +15,7 @@ from webui.dataset_tab import create_dataset_tab
 from webui.export_tab import create_export_tab
 from webui.runner import TrainingRunner
 from webui.test_tab import create_test_tab
-from webui.train_tab import create_train_tab, form_on_load, refresh, register_status_api
+from webui.train_tab import after_refresh, create_train_tab, form_on_load, refresh, register_status_api
 
 CSS = """
 #memory-panel { font-variant-numeric: tabular-nums; }
@@ -67,7 +67,8 @@ def build_ui(
         register_status_api(ctx)
         # Opening or reloading the page re-attaches to a running (or the last) run, shows the active run's
         # settings in the form, and lists the runs.
-        demo.load(lambda: refresh(ctx), None, ctx["train.refresh_outputs"], api_visibility="undocumented")
+        loaded = demo.load(lambda: refresh(ctx), None, ctx["train.refresh_outputs"], api_visibility="undocumented")
+        after_refresh(ctx, loaded, [ctx["train.loss_plot"], ctx["train.memory_plot"]])
         form_components = [ctx[f"form.{cid}"] for cid in form.form_ids()]
         demo.load(lambda: form_on_load(ctx), None, form_components, api_visibility="undocumented")
         # Run lists follow the runs by themselves: refreshed on load and whenever a run starts or ends.

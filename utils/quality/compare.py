@@ -123,7 +123,7 @@ def compare_with_base(
     if transcriber is None and whisper_model:
         from utils.quality.asr import transcriber_or_reason
 
-        transcriber, why = transcriber_or_reason(whisper_model, device="cpu", compute_type="int8")
+        transcriber, why = transcriber_or_reason(whisper_model, device="cpu", compute_type="int8", language=language)
     spoken = [side for side in (finetuned, base) if side.file is not None]
     report = score_clips(
         [(side.file, text.strip()) for side in spoken],

@@ -310,6 +310,13 @@ class TrainArguments:
         "output; attn.c_proj or mlp.c_proj for one), c_fc (MLP input).",
         ui=UI("LoRA targets", ADVANCED),
     )
+    new_language: bool = option(
+        False,
+        "Confirm that `language` is a language XTTS v2 does not speak (nor amh), to be added to the model: its own "
+        "token and vocabulary learned from the dataset. Without it such a code is refused, so a typo is not "
+        "trained as a new language.",
+        ui=UI("Add a new language", DATA, info="the code is not one XTTS speaks: learn it"),
+    )
 
     def __post_init__(self) -> None:
         for spec in fields(self):
@@ -324,6 +331,7 @@ class TrainArguments:
         if not self.language.strip():
             raise ValueError("language is empty: give the dataset's language code, e.g. 'en'.")
         TextFrontEnd(self.language, self.use_amharic_g2p)  # G2P needs Amharic
+        self._check_new_language()
         object.__setattr__(self, "devices", ",".join(parse_devices(self.devices)))  # "cuda:0, cuda:1" -> "0,1"
         if self.custom_model and not Path(self.custom_model).expanduser().is_file():
             raise ValueError(
@@ -367,6 +375,20 @@ class TrainArguments:
             raise ValueError(
                 f"lr_milestones repeat {', '.join(f'{m:g}' for m in repeated)}: each is a point where the rate "
                 "halves, so a repeat would quarter it at once. Give each fraction once."
+            )
+
+    def _check_new_language(self) -> None:
+        from utils.text.languages import LANGUAGE_CHOICES, canonical_language
+
+        # A resumed run or a fine-tuned model may already hold the language: their vocab is checked later.
+        if self.new_language or self.resume_from or self.custom_model:
+            return
+        if canonical_language(self.language) not in LANGUAGE_CHOICES:
+            raise ValueError(
+                f"language {self.language!r} is not one XTTS v2 speaks ({', '.join(LANGUAGE_CHOICES)}): training "
+                "it adds a new language to the model (its own token and vocabulary). If that is what you want, "
+                "confirm it with new_language=True (CLI --new-language; on the page, tick 'Add a new language'); "
+                "otherwise give one of those codes."
             )
 
     @classmethod

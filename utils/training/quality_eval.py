@@ -130,7 +130,7 @@ class QualityEvaluator:
                 self._transcriber_reason = "no Whisper model named (whisper_model is empty)"
             else:
                 self._transcriber, self._transcriber_reason = transcriber_or_reason(
-                    self.whisper_model, device="cpu", compute_type="int8"
+                    self.whisper_model, device="cpu", compute_type="int8", language=self.language
                 )
         return self._transcriber, self._transcriber_reason
 

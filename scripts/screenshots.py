@@ -1,0 +1,139 @@
+"""Screenshots of every tab of the studio in every state, to look at the page without clicking through it.
+
+    .venv/bin/python scripts/screenshots.py shots/          # writes shots/<state>-<tab>.png
+
+States: empty (a fresh app), checking (a dataset check under way), checked, training (a tiny run started from
+the page), finished, failed (a run whose audio is gone). It starts its own app on a temporary folder with a
+small synthetic dataset and the tiny base model (built in seconds); a few minutes on a CPU. Needs Chromium and
+ChromeDriver (./run_tests.sh installs them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.helpers import write_clip  # noqa: E402
+from tests.webui.app_server import AppServer  # noqa: E402
+from tests.webui.browser import (  # noqa: E402
+    TAB_NAMES,
+    click_button,
+    field,
+    open_tab,
+    start_chromium,
+    wait_text,
+)
+from tests.webui.test_client import absolute_path_csv  # noqa: E402
+
+
+def shoot_tabs(driver, folder: Path, state: str, tabs: tuple[str, ...] = TAB_NAMES) -> None:
+    for name in tabs:
+        open_tab(driver, name)
+        time.sleep(1.5)
+        # The whole page: the window is as tall as the tab's content.
+        height = driver.execute_script("return document.documentElement.scrollHeight;")
+        driver.set_window_size(1400, max(900, min(int(height) + 40, 6000)))
+        time.sleep(0.5)
+        path = folder / f"{state}-{TAB_NAMES.index(name) + 1}-{name.lower()}.png"
+        driver.save_screenshot(str(path))
+        print(path, flush=True)
+    driver.set_window_size(1400, 2200)
+
+
+def make_data(data: Path) -> dict[str, Path]:
+    csv = absolute_path_csv(data)
+    ljspeech = data / "ljspeech"
+    for i, text in enumerate(("hello there", "the quick brown fox", "one two three four")):
+        write_clip(ljspeech / "wavs" / f"LJ{i:03d}.wav", 1.5, i)
+        with open(ljspeech / "metadata.csv", "a", encoding="utf-8") as handle:
+            handle.write(f"LJ{i:03d}|{text}|{text}\n")
+    # A copy whose audio is deleted once it has been checked: the run then fails reading its clips.
+    doomed = data / "doomed"
+    shutil.copytree(data / "wavs", doomed / "wavs")
+    text = csv.read_text().replace(str(data / "wavs"), str(doomed / "wavs"))
+    (doomed / "metadata.csv").write_text(text)
+    return {"csv": csv, "ljspeech": ljspeech / "metadata.csv", "doomed": doomed / "metadata.csv"}
+
+
+def check(driver, csv: Path) -> None:
+    open_tab(driver, "Dataset")
+    typed = field(driver, "train CSV path on this machine")
+    typed.clear()
+    typed.send_keys(str(csv))
+    time.sleep(1)
+    click_button(driver, "Check dataset")
+
+
+def start_run(driver, epochs: int) -> None:
+    open_tab(driver, "Fine-tune")
+    wait_text(driver, "What will be applied")
+    box = field(driver, "Epochs", "input", exact=True)
+    box.clear()
+    box.send_keys(str(epochs))
+    time.sleep(1)
+    click_button(driver, "Start training")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("folder", help="where the PNGs go")
+    parser.add_argument("--epochs", type=int, default=4)
+    args = parser.parse_args(argv)
+    out = Path(args.folder).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+
+    from utils.model.base_models import ensure_base_model
+
+    ensure_base_model("tiny")
+    work = Path(tempfile.mkdtemp(prefix="xtts-screenshots-"))
+    data = make_data(work / "data")
+    server = AppServer(work / "output", work / "app.log", data_dirs=(work / "data",))
+    driver = None
+    try:
+        server.wait_ready()
+        driver = start_chromium(work / "chrome-profile", 1400, 2200)
+        driver.get(server.url)
+        wait_text(driver, "XTTS fine-tuning studio")
+        field(driver, "train CSV path on this machine")
+        shoot_tabs(driver, out, "1-empty")
+
+        check(driver, data["ljspeech"])
+        time.sleep(0.8)
+        shoot_tabs(driver, out, "2-checking", ("Dataset",))
+        wait_text(driver, "Ready to train", 120, "#dataset-summary")
+        shoot_tabs(driver, out, "3-checked", ("Dataset",))
+
+        check(driver, data["csv"])
+        wait_text(driver, "12 of 12 rows usable", 120, "#dataset-summary")
+        start_run(driver, args.epochs)
+        wait_text(driver, "Step ", 300)
+        time.sleep(8)
+        shoot_tabs(driver, out, "4-training")
+        wait_text(driver, "Training finished", 600)
+        time.sleep(4)
+        shoot_tabs(driver, out, "5-finished")
+
+        check(driver, data["doomed"])
+        wait_text(driver, "12 of 12 rows usable", 120, "#dataset-summary")
+        shutil.rmtree(data["doomed"].parent / "wavs")
+        start_run(driver, 1)
+        wait_text(driver, "Failed", 300)
+        time.sleep(3)
+        shoot_tabs(driver, out, "6-failed")
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.close()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

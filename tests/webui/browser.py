@@ -1,0 +1,218 @@
+"""Driving the studio in headless Chromium and reading what a person sees: tabs, texts, and the pixels of plots.
+
+Used by the browser tests and by scripts/screenshots.py."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+TAB_NAMES = ("Dataset", "Fine-tune", "Test", "Export")
+# Every order of the four tabs appears in this sequence of 33 clicks (a superpermutation of 1234).
+EVERY_ORDER = "123412314231243121342132413214321"
+
+
+def start_chromium(profile: Path, width: int = 1400, height: int = 2200) -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        "--hide-scrollbars",
+        f"--window-size={width},{height}",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    return driver
+
+
+def wait_text(driver, text: str, timeout: float = 60.0, css: str = "body") -> str:
+    from selenium.webdriver.common.by import By
+
+    deadline = time.time() + timeout
+    content = ""
+    while time.time() < deadline:
+        elements = driver.find_elements(By.CSS_SELECTOR, css)
+        content = "\n".join(e.text for e in elements)
+        if text in content:
+            return content
+        time.sleep(0.5)
+    raise AssertionError(f"{text!r} did not appear in {css} within {timeout}s; it shows: {content[-1500:]!r}")
+
+
+def wait_for(driver, condition, timeout: float = 60.0, what: str = "the page") -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout).until(condition, f"timed out waiting for {what}")
+
+
+def click_button(driver, label: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    buttons = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == label and b.is_displayed()]
+    assert buttons, f"no visible button {label!r}"
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", buttons[0])
+    buttons[0].click()
+
+
+def tab_labels(driver) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    return [t.text.strip() for t in driver.find_elements(By.CSS_SELECTOR, "button[role=tab]") if t.is_displayed()]
+
+
+def open_tab(driver, name: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    tabs = [t for t in driver.find_elements(By.CSS_SELECTOR, "button[role=tab]") if name in t.text]
+    assert tabs, f"no tab {name!r} in the tab bar {tab_labels(driver)}"
+    driver.execute_script("window.scrollTo(0, 0);")
+    tabs[0].click()
+
+
+def selected_tab(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return " ".join(t.text for t in driver.find_elements(By.CSS_SELECTOR, "button[role=tab][aria-selected=true]"))
+
+
+def field(driver, label: str, tag: str = "textarea", exact: bool = False) -> Any:
+    """The input of a labelled field (waits for it: tabs render their components late on a loaded machine)."""
+    from selenium.webdriver.common.by import By
+
+    match = f"normalize-space(text())='{label}'" if exact else f"contains(text(), '{label}')"
+    return wait_for(
+        driver,
+        lambda d: next(
+            (e for e in d.find_elements(By.XPATH, f"//*[{match}]/ancestor::label//{tag}") if e.is_displayed()), None
+        ),
+        60,
+        f"the field {label!r}",
+    )
+
+
+def element_image(driver, element) -> Any:
+    """The element as the screen shows it (a PIL image)."""
+    from PIL import Image
+
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
+    time.sleep(0.3)
+    return Image.open(io.BytesIO(element.screenshot_as_png)).convert("RGB")
+
+
+def _rgb(color: str) -> tuple[int, int, int]:
+    """'#2563eb' or 'rgb(37, 99, 235)' as (r, g, b)."""
+    if color.startswith("rgb"):
+        r, g, b = (int(float(v)) for v in color[color.index("(") + 1 : color.index(")")].split(",")[:3])
+        return r, g, b
+    color = color.lstrip("#")
+    return int(color[0:2], 16), int(color[2:4], 16), int(color[4:6], 16)
+
+
+def colour_pixels(image, color: str, tolerance: int = 40) -> int:
+    """How many pixels of `image` are close to `color` (anti-aliased line edges count when close enough)."""
+    import numpy as np
+
+    pixels = np.asarray(image, dtype=np.int16)
+    return int((np.abs(pixels - np.array(_rgb(color), dtype=np.int16)).sum(axis=2) <= tolerance).sum())
+
+
+def plot_parts(driver, elem_id: str) -> dict[str, Any]:
+    """The rectangles (page CSS pixels) of a LinePlot's plot area and legend, and the legend's labels."""
+    return driver.execute_script(
+        """
+        const root = document.getElementById(arguments[0]);
+        if (!root) return null;
+        const rect = (el) => { if (!el) return null; const r = el.getBoundingClientRect();
+            return {x: r.left, y: r.top, width: r.width, height: r.height}; };
+        const legend = root.querySelector('svg .role-legend');
+        return {
+            // The grid spans the plot area exactly; the legend lies outside it.
+            plot: rect(root.querySelector('svg .role-axis-grid')),
+            legend: rect(legend),
+            labels: legend ? [...legend.querySelectorAll('.role-legend-label text')].map(t => t.textContent) : [],
+            // The colour each legend entry shows (its symbol's outline): the colour to look for in the plot.
+            colors: legend ? [...legend.querySelectorAll('.role-legend-symbol path')].map(
+                p => getComputedStyle(p).stroke) : [],
+        };
+        """,
+        elem_id,
+    )
+
+
+def plot_series_pixels(driver, elem_id: str, colors: dict[str, str]) -> dict[str, dict[str, int]]:
+    """{series: {"plot": coloured pixels inside the plot area, "legend": in the legend}} of a LinePlot, read from
+    a screenshot of it: what a person sees, not what the DOM holds."""
+    from selenium.webdriver.common.by import By
+
+    element = driver.find_element(By.ID, elem_id)
+    image = element_image(driver, element)
+    parts = plot_parts(driver, elem_id)
+    box = element.rect
+    ratio = image.width / max(box["width"], 1)
+    found: dict[str, dict[str, int]] = {}
+    page_top = driver.execute_script("return arguments[0].getBoundingClientRect().top;", element)
+    page_left = driver.execute_script("return arguments[0].getBoundingClientRect().left;", element)
+    # The legend's symbols are thin, half-transparent outlines: their pixels are the colour washed with white.
+    tolerance = {"plot": 40, "legend": 150}
+    for part in ("plot", "legend"):
+        area = parts.get(part) if parts else None
+        for series, color in colors.items():
+            if not area or area["width"] < 2:
+                found.setdefault(series, {})[part] = 0
+                continue
+            crop = image.crop(
+                (
+                    int((area["x"] - page_left) * ratio),
+                    int((area["y"] - page_top) * ratio),
+                    int((area["x"] - page_left + area["width"]) * ratio),
+                    int((area["y"] - page_top + area["height"]) * ratio),
+                )
+            )
+            found.setdefault(series, {})[part] = colour_pixels(crop, color, tolerance[part])
+    return found
+
+
+def readable_table(driver, elem_id: str) -> list[str]:
+    """What makes a gr.Dataframe hard to read at this window width: headers broken over lines, rows taller
+    than five lines, a table wider than its box. Empty when it reads well."""
+    return driver.execute_script(
+        """
+        const root = document.getElementById(arguments[0]);
+        if (!root) return ['no table ' + arguments[0]];
+        const problems = [];
+        for (const th of root.querySelectorAll('thead th')) {
+            const text = th.innerText.trim();
+            if (!text) continue;
+            const range = document.createRange(); range.selectNodeContents(th);
+            const tops = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+            if (tops.size > 1) problems.push(`header "${text}" breaks over ${tops.size} lines`);
+        }
+        for (const tr of root.querySelectorAll('tbody tr')) {
+            const height = Math.round(tr.getBoundingClientRect().height);
+            if (height > 5 * 24) problems.push(`a row ${height} px tall`);
+        }
+        const scroller = root.querySelector('.table-wrap') || root.querySelector('table').parentElement;
+        if (scroller && scroller.scrollWidth > scroller.clientWidth + 4)
+            problems.push(`wider than its box (${scroller.scrollWidth} > ${scroller.clientWidth} px)`);
+        return problems;
+        """,
+        elem_id,
+    )
