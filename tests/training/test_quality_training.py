@@ -33,6 +33,7 @@ FAST = dict(
     print_step=50,
     quality_eval=2,
     quality_max_audio_tokens=10,
+    quality_eval_share=1.0,  # every evaluation scored (the default budget skips some; test_scoring_budget.py)
 )
 
 

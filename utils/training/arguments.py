@@ -265,6 +265,15 @@ class TrainArguments:
         "the reason, and training goes on.",
         ui=UI("Whisper model for scoring", QUALITY),
     )
+    quality_eval_share: float = option(
+        0.2,
+        "The most of the run's wall time that scored evaluations may take (0.2 = 20%): the first and the last "
+        "evaluation are always scored, the others when scoring so far plus one more stays within the share; "
+        "1 scores every evaluation. The eval loss is measured at every evaluation either way.",
+        minimum=0.01,
+        maximum=1.0,
+        ui=UI("Scoring time budget (share of the run)", QUALITY, info="0.2 keeps scoring under ~20%; 1 = every eval"),
+    )
     quality_max_audio_tokens: int = option(
         0,
         "Longest scored clip in GPT audio tokens (~21.5 per second); 0 allows 1.5 times the real clip's length.",

@@ -17,13 +17,14 @@ run.json says why.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
 from utils.quality.selection import BestRule, EarlyStopping, is_better
 from utils.training import distributed
 from utils.training.checkpoints import BEST_MODEL_FILE
-from utils.training.quality_eval import QualityEvaluator
+from utils.training.quality_eval import QualityEvaluator, ScoringBudget
 from utils.training.run_record import read_run, update_run
 from utils.training.trainer import StopTraining
 
@@ -48,11 +49,13 @@ class CheckpointChoice:
         run_dir: Path,
         metrics: Any,
         evaluator: QualityEvaluator | None = None,
+        scoring_share: float = 1.0,
     ) -> None:
         self.rule = BestRule.parse(rule)
         self.run_dir = Path(run_dir)
         self.metrics = metrics
         self.evaluator = evaluator
+        self.budget = ScoringBudget(scoring_share)
         self.stopper = EarlyStopping(self.rule, patience) if patience else None
         self.best: dict[str, Any] | None = None
         self.stop_message: str | None = None
@@ -117,9 +120,14 @@ class CheckpointChoice:
         if values["eval_loss"] is None and losses["train_loss"] != float("inf"):
             values["eval_loss"] = losses["train_loss"]  # no eval pass: the train loss stands in, as coqui does
         quality = None
-        if self.evaluator is not None:
+        final = trainer.epochs_done + 1 >= trainer.config.epochs
+        if self.evaluator is not None and self.budget.should_score(final):
+            started = time.monotonic()
             quality = self.evaluator.evaluate(getattr(trainer.model, "module", trainer.model).xtts, step)
+            self.budget.record(time.monotonic() - started)
             values.update({k: quality[k] for k in ("cer", "wer", "similarity", "duration_ratio", "combined")})
+        elif self.evaluator is not None:
+            log.info("Quality evaluation at step %d %s.", step, self.budget.reason_skipped())
         better, by, why = self.decide(step, values, quality["reasons"] if quality else [])
         if better and trainer.checkpoints.save_best(trainer, step, losses) is not None:
             trainer.best_loss = losses
@@ -221,4 +229,6 @@ def checkpoint_choice(
                 "seed": args.seed,
             },
         )
-    return CheckpointChoice(args.best_by, args.early_stop_patience, run_dir, metrics, evaluator)
+    return CheckpointChoice(
+        args.best_by, args.early_stop_patience, run_dir, metrics, evaluator, scoring_share=args.quality_eval_share
+    )

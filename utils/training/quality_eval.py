@@ -10,6 +10,11 @@ speaker encoder are loaded once per process, on the CPU, so the GPU stays with t
 
 Nothing here can end a run: a missing Whisper model, a clip too short to embed, even a failed
 generation become None values with their reason in the record.
+
+Scoring costs what generation costs (autoregressive, one sentence after another), often more than an
+epoch of a small dataset. `ScoringBudget` keeps it to a share of the run's wall time (quality_eval_share,
+20% by default): the first and the last evaluation are always scored, one in between only when the time
+spent scoring, with the next one's expected cost, stays within the share of the time elapsed.
 """
 
 from __future__ import annotations
@@ -88,6 +93,34 @@ def speaking(xtts: Any) -> Iterator[Any]:
             if hasattr(owner, name):
                 delattr(owner, name)
         xtts.train(was_training)
+
+
+class ScoringBudget:
+    """Whether an evaluation is scored, so that scoring stays within `share` of the run's wall time (see the
+    module docstring). `share` 1 scores every evaluation."""
+
+    def __init__(self, share: float, clock: Any = time.monotonic) -> None:
+        self.share = share
+        self.clock = clock
+        self.started = clock()
+        self.spent = 0.0  # seconds spent scoring in this process
+        self.last_cost: float | None = None
+
+    def should_score(self, final: bool) -> bool:
+        if final or self.last_cost is None or self.share >= 1.0:
+            return True
+        elapsed = self.clock() - self.started
+        return self.spent + self.last_cost <= self.share * (elapsed + self.last_cost)
+
+    def record(self, seconds: float) -> None:
+        self.spent += seconds
+        self.last_cost = seconds
+
+    def reason_skipped(self) -> str:
+        return (
+            f"not scored: scoring has taken {self.spent:.0f} s of {self.clock() - self.started:.0f} s, and "
+            f"another ~{self.last_cost or 0:.0f} s would exceed quality_eval_share={self.share:g}"
+        )
 
 
 def step_folder(run_dir: str | Path, step: int) -> Path:
