@@ -16,7 +16,7 @@ from utils.quality.asr import clear_transcriber_cache
 from utils.training.arguments import ADVANCED, DATA, MODEL, QUALITY, SCHEDULE, SPEED, TrainArguments
 from utils.training.optimizations import TrainingOptimizer
 from utils.training.run_record import read_run
-from webui import form, quality_view, run_view
+from webui import fit_gpu_view, form, quality_view, run_view
 from webui.context import GPU_QUEUE, UIContext
 
 REFRESH_SECONDS = 1.5
@@ -247,6 +247,7 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
     with gr.Row():
         ui["estimate"] = gr.Button("Estimate GPU memory", scale=0)
         ui["memory_plan"] = gr.Markdown()
+    ui.update(fit_gpu_view.create_fit_gpu(ctx))
     quality = "Measured quality (speak held-out sentences at each evaluation and score them)"
     with gr.Accordion(quality, open=False), gr.Row():
         _render_group(ctx, QUALITY)
@@ -340,6 +341,7 @@ def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
         concurrency_id=GPU_QUEUE,
         concurrency_limit=1,
     )
+    fit_gpu_view.wire_fit_gpu(ctx, ui, components)
     toggles = [f("enable_grad_checkpoint"), f("enable_sdpa"), f("enable_mixed_precision"), f("precision")]
     for box in toggles:
         box.change(plan_markdown, toggles, ui["plan"], api_visibility="undocumented")

@@ -54,14 +54,15 @@ class GpuFit:
         shown = ", ".join(f"{k}={v!r}" for k, v in self.keywords.items())
         lines = [
             f"**{self.name}**: `{shown}`",
+            "",
             f"Planned peak {self.peak_gib:.2f} GiB; {self.required_gib:.2f} GiB needed with the margin, "
             f"of {self.free_gib:.2f} GiB free.",
             "",
             *[f"- {reason}" for reason in self.reasons],
             "",
-            "| configuration | largest batch that fits |",
-            "|---|---|",
-            *[f"| {t['name']} | {t['largest_batch']} |" for t in self.tried],
+            "| configuration | batch that fits (up to the effective batch) | grad_acumm |",
+            "|---|---|---|",
+            *[f"| {t['name']} | {t['largest_batch']} | {t['grad_acumm']} |" for t in self.tried],
         ]
         return "\n".join(lines)
 
@@ -74,7 +75,7 @@ def free_memory_for(card_gb: float | None, free_bytes: int | None) -> tuple[int,
         if card_gb <= 0:
             raise ValueError(f"card_gb must be a card size in GB (e.g. {', '.join(map(str, CARD_SIZES_GB))}).")
         usable = int(card_gb * GIB * CARD_USABLE_FRACTION)
-        return usable, f"a {card_gb:g} GB card: {usable / GIB:.2f} GiB usable ({CARD_USABLE_FRACTION:.0%})"
+        return usable, f"{'an' if str(card_gb).startswith('8') else 'a'} {card_gb:g} GB card: {usable / GIB:.2f} GiB usable ({CARD_USABLE_FRACTION:.0%})"
     detected = detected_free_bytes()
     if detected is None:
         raise ValueError("No GPU detected: choose a card size (card_gb=8, for example) or give free_bytes.")
