@@ -75,7 +75,8 @@ def free_memory_for(card_gb: float | None, free_bytes: int | None) -> tuple[int,
         if card_gb <= 0:
             raise ValueError(f"card_gb must be a card size in GB (e.g. {', '.join(map(str, CARD_SIZES_GB))}).")
         usable = int(card_gb * GIB * CARD_USABLE_FRACTION)
-        return usable, f"{'an' if str(card_gb).startswith('8') else 'a'} {card_gb:g} GB card: {usable / GIB:.2f} GiB usable ({CARD_USABLE_FRACTION:.0%})"
+        article = "an" if f"{card_gb:g}".startswith("8") else "a"
+        return usable, f"{article} {card_gb:g} GB card: {usable / GIB:.2f} GiB usable ({CARD_USABLE_FRACTION:.0%})"
     detected = detected_free_bytes()
     if detected is None:
         raise ValueError("No GPU detected: choose a card size (card_gb=8, for example) or give free_bytes.")
