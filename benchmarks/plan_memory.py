@@ -11,7 +11,7 @@ its published architecture.
 
 Rows: coqui's step as shipped (FP32, eager, no checkpointing), +SDPA, +BF16, +checkpointing, all three, all
 three with train_gpt's leaner steps (fused GELU, checkpointed conditioning path, fused AdamW, HiFi-GAN kept on
-the CPU), and with bitsandbytes' 8-bit AdamW on top.
+the CPU), with bitsandbytes' 8-bit AdamW on top, and LoRA (rank 16) instead of a full fine-tune.
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ ROWS = [
     ("all three", {**COQUI, **dict.fromkeys(FLAGS, True)}),
     ("all three + leaner steps (train_gpt's default)", dict.fromkeys(FLAGS, True)),
     ("+ 8-bit AdamW (bitsandbytes)", {**dict.fromkeys(FLAGS, True), "optimizer": "adamw_8bit"}),
+    (
+        "LoRA rank 16 (PEFT; c_attn, c_proj, c_fc), all three + leaner steps",
+        {**dict.fromkeys(FLAGS, True), "lora_rank": 16},
+    ),
+    ("LoRA rank 16 + 8-bit AdamW", {**dict.fromkeys(FLAGS, True), "lora_rank": 16, "optimizer": "adamw_8bit"}),
 ]
 COLUMNS = BREAKDOWN  # the planner's own order of its breakdown
 

@@ -104,3 +104,13 @@ def estimate_gpt_memory(*args: Any, **kwargs: Any) -> Any:
     from utils.memory_plan.planner import estimate_gpt_memory as estimate
 
     return estimate(*args, **kwargs)
+
+
+def fit_my_gpu(*args: Any, card_gb: float | None = None, free_bytes: int | None = None, **kwargs: Any) -> Any:
+    """The fastest configuration of train_gpt's arguments that fits the GPU (its free memory, `card_gb` =
+    4, 6, 8, 12, 16, 24, 48 or 80, or `free_bytes`), keeping batch_size x grad_acumm, and why:
+    `fit = fit_my_gpu(card_gb=8, version="v2.0.2"); print(fit.to_markdown()); train_gpt(..., **fit.keywords)`.
+    See utils.memory_plan.fit_gpu."""
+    from utils.memory_plan.fit_gpu import fit_my_gpu as fit
+
+    return fit(*args, card_gb=card_gb, free_bytes=free_bytes, **kwargs)

@@ -16,7 +16,7 @@ from utils.quality.asr import clear_transcriber_cache, scoring_note
 from utils.training.arguments import ADVANCED, DATA, MODEL, QUALITY, SCHEDULE, SPEED, TrainArguments
 from utils.training.optimizations import TrainingOptimizer
 from utils.training.run_record import read_run
-from webui import form, quality_view, run_view
+from webui import fit_gpu_view, form, quality_view, run_view
 from webui.context import GPU_QUEUE, UIContext
 from webui.shown import page_error, shown
 
@@ -305,6 +305,7 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
     with gr.Row():
         ui["estimate"] = gr.Button("Estimate GPU memory", scale=0)
         ui["memory_plan"] = gr.Markdown()
+    ui.update(fit_gpu_view.create_fit_gpu(ctx))
     quality = "Measured quality (speak held-out sentences at each evaluation and score them)"
     with gr.Accordion(quality, open=False):
         gr.Markdown(scoring_note(str(f("whisper_model").value or "small")), elem_id="scoring-note")
@@ -413,6 +414,7 @@ def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
         concurrency_id=GPU_QUEUE,
         concurrency_limit=1,
     )
+    fit_gpu_view.wire_fit_gpu(ctx, ui, components)
     toggles = [f(name) for name in PLAN_OPTIONS]
     for box in toggles:
         box.change(plan_markdown, toggles, ui["plan"], api_visibility="undocumented")

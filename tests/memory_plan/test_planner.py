@@ -228,6 +228,25 @@ def test_ways_to_fit_name_changes_with_their_planned_peaks(tiny_fit):
     assert (accumulation - 1) * batch < 12 <= accumulation * batch, "the same effective batch, rounded up"
     for way in ways.values():
         assert way["fits"] == (way["required_gib"] * 1024**3 <= budget)
+    lora = next(way for change, way in ways.items() if change.startswith("LoRA"))
+    assert lora["peak_gib"] < too_big.peak_gib
+
+
+@pytest.mark.slow
+def test_ways_to_fit_offer_checkpointing_off_only_where_it_fits_and_no_useless_shorter_clip(tiny_fit):
+    on = {**TINY_PLAN, "batch_size": 2, "enable_grad_checkpoint": True, "max_audio_length": 255995}
+    roomy = estimate_gpt_memory(**{**on, "enable_grad_checkpoint": False}).required_bytes
+    ways = {way["change"]: way for way in ways_to_fit(roomy, **on)}
+    assert ways["turn off gradient checkpointing (~1.37x faster)"]["fits"]
+    accumulating = {way["change"]: way for way in ways_to_fit(roomy, **{**on, "grad_acumm": 2})}
+    assert accumulating["grad_acumm=1 (no gradients held between micro-steps)"]["keywords"] == {"grad_acumm": 1}
+    tight = estimate_gpt_memory(**on).required_bytes
+    if tight < roomy:
+        assert not any("checkpointing" in change for change in (w["change"] for w in ways_to_fit(tight, **on)))
+    current = estimate_gpt_memory(**on).peak_gib
+    for way in ways.values():
+        if "max_audio_length" in way["keywords"]:
+            assert way["peak_gib"] <= 0.98 * current, "a shorter clip is offered only where it lowers the peak"
 
 
 def test_traces_whose_events_do_not_line_up_are_not_fitted():

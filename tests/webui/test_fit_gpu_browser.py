@@ -1,0 +1,61 @@
+""" "Fit my GPU" in a real browser: pick a card size, press the button, and the form holds the planner's choice."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.webui.app_server import AppServer
+from tests.webui.test_browser import browser, click_button, open_tab, wait_text  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+
+def field(driver, cid: str):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, f"#form-{cid} input, #form-{cid} textarea")
+
+
+def test_fit_my_gpu_fills_the_form_in_one_click(tmp_path, tiny_base, browser):  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    server = AppServer(tmp_path / "output", tmp_path / "app.log")
+    try:
+        server.wait_ready()
+        browser.get(server.url)
+        wait_text(browser, "XTTS fine-tuning studio")
+        deadline = time.time() + 60  # a loaded machine renders the tabs later than the title
+        while not [t for t in browser.find_elements(By.CSS_SELECTOR, "button[role=tab]") if "Fine-tune" in t.text]:
+            assert time.time() < deadline, "no Fine-tune tab"
+            time.sleep(0.5)
+        open_tab(browser, "Fine-tune")
+        wait_text(browser, "What will be applied")
+        # The tiny base model (the app's default here), batch 4 x grad_acumm 2 (effective 8), gradient checkpointing on.
+        assert field(browser, "version").get_attribute("value").startswith("tiny"), "planned on the tiny model"
+        batch = field(browser, "batch_size")
+        batch.clear()
+        batch.send_keys("4")
+        accordion = [b for b in browser.find_elements(By.TAG_NAME, "button") if b.text.startswith("Fit my GPU:")][0]
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", accordion)
+        accordion.click()
+        time.sleep(1)
+        browser.find_element(By.CSS_SELECTOR, "#fit-gpu-card input").click()
+        time.sleep(0.5)
+        [o for o in browser.find_elements(By.CSS_SELECTOR, "ul[role=listbox] li") if o.text == "80 GB card"][0].click()
+        click_button(browser, "Fit my GPU")
+        text = wait_text(browser, "the form now holds", timeout=240, css="#fit-gpu-result")
+        browser.execute_script(
+            "arguments[0].scrollIntoView({block: 'center'});", browser.find_element(By.ID, "fit-gpu-result")
+        )
+        time.sleep(1)
+        browser.save_screenshot(str(tmp_path / "fit_gpu.png"))
+        assert "full fine-tune, no gradient checkpointing" in text and "Effective batch 8 kept" in text
+        assert field(browser, "batch_size").get_attribute("value") == "8"
+        assert field(browser, "grad_acumm").get_attribute("value") == "1"
+        assert not field(browser, "enable_grad_checkpoint").is_selected(), "checkpointing turned off in the form"
+        assert field(browser, "lora_rank").get_attribute("value") == "0"
+        print(tmp_path / "fit_gpu.png")
+    finally:
+        server.close()

@@ -1,0 +1,74 @@
+""" "Fit my GPU" on the Fine-tune tab: a card size (or this GPU's free memory), a button, the planner's choice with
+its reasons, and the form filled with it in one click. A thin layer over utils.memory_plan.fit_gpu.fit_my_gpu."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from utils.memory_plan.fit_gpu import CARD_SIZES_GB
+from webui import form
+from webui.context import GPU_QUEUE, UIContext
+
+THIS_GPU = "this GPU's free memory"
+CARD_CHOICES = [THIS_GPU, *(f"{size} GB card" for size in CARD_SIZES_GB)]
+# The form fields a fit sets (train_gpt keywords; their component ids come from webui.form).
+FILLED = (
+    "batch_size",
+    "grad_acumm",
+    "enable_grad_checkpoint",
+    "enable_sdpa",
+    "enable_mixed_precision",
+    "optimizer",
+    "lora_rank",
+)
+
+
+def card_gb(choice: str) -> float | None:
+    return None if not choice or choice == THIS_GPU else float(choice.split()[0])
+
+
+def fit_for_form(ctx: UIContext, values: dict[str, Any], card: str) -> tuple[Any, ...]:
+    """(markdown, then one update per FILLED field): the fit's values, or unchanged fields and the reason."""
+    from utils.memory_plan.fit_gpu import fit_my_gpu
+
+    unchanged = tuple(gr.update() for _ in FILLED)
+    try:
+        arguments = form.arguments_from_form(
+            {**values, "train_csv": values.get("train_csv") or "planning.csv"}, str(ctx.output_dir)
+        )
+        keywords = {k: v for k, v in arguments.to_dict().items() if k not in ("train_csv", "eval_csv", "resume_from")}
+        fit = fit_my_gpu(card_gb=card_gb(card), **keywords)
+    except ValueError as exc:
+        return (f"**Fit my GPU:** {exc}", *unchanged)
+    updates = tuple(gr.update(value=form.to_display(name, fit.keywords[name])) for name in FILLED)
+    return ("#### Fit my GPU: the form now holds\n" + fit.to_markdown(), *updates)
+
+
+def create_fit_gpu(ctx: UIContext) -> dict[str, Any]:
+    """The controls, rendered where this is called (inside the Fine-tune tab's settings)."""
+    with gr.Accordion("Fit my GPU: the fastest settings that fit", open=False):
+        with gr.Row():
+            card = gr.Dropdown(CARD_CHOICES, value=THIS_GPU, label="Plan for", scale=1, elem_id="fit-gpu-card")
+            button = gr.Button("Fit my GPU", scale=0, elem_id="fit-gpu-button")
+        result = gr.Markdown(elem_id="fit-gpu-result")
+    return {"fit_card": card, "fit_button": button, "fit_result": result}
+
+
+def wire_fit_gpu(ctx: UIContext, ui: dict[str, Any], components: list[Any]) -> None:
+    """The button plans with the form's values and writes the choice into the form's fields."""
+    targets = [ctx.form_component(form.component_id(name)) for name in FILLED]
+
+    def handler(card: str, *values: Any) -> tuple[Any, ...]:
+        return fit_for_form(ctx, dict(zip(form.form_ids(), values, strict=True)), card)
+
+    # The planner swaps process-wide torch hooks while it traces: never beside a synthesis in this process.
+    ui["fit_button"].click(
+        handler,
+        [ui["fit_card"], *components],
+        [ui["fit_result"], *targets],
+        api_name="fit_my_gpu",
+        concurrency_id=GPU_QUEUE,
+        concurrency_limit=1,
+    )
