@@ -67,6 +67,25 @@ def test_merged_weights_give_the_adapted_models_logits(tiny_base, tmp_path):
     torch.testing.assert_close(mel_logits(plain, batch), expected, rtol=1e-4, atol=1e-4)
 
 
+def test_half_precision_base_layers_run_with_and_without_autocast(tiny_base, tmp_path):
+    """On a GPU with mixed precision the frozen base layers are BF16/FP16; training runs under autocast, the scored
+    evaluations speak without it. Both must run, and give about the FP32 model's logits."""
+    plain, _ = build_model(tiny_base, tmp_path)
+    without_dropout(plain)
+    plain.eval()
+    batch = synthetic_batch()
+    reference = mel_logits(plain, batch)
+    apply_lora(plain, LoraSettings(4, 8.0), new_language=False, dtype=torch.bfloat16)
+    base = plain.xtts.gpt.gpt.h[0].attn.c_attn.base_layer
+    assert base.weight.dtype == torch.bfloat16 and not base.weight.requires_grad
+    outside = mel_logits(plain, batch)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        inside = mel_logits(plain, batch)
+    assert outside.dtype == torch.float32 and torch.isfinite(outside).all() and torch.isfinite(inside).all()
+    assert (outside - reference).abs().max() < 0.05 * reference.abs().max()
+    assert (inside.float() - reference).abs().max() < 0.05 * reference.abs().max()
+
+
 def test_new_language_keeps_embeddings_and_heads_trainable(tiny_base, tmp_path):
     model, _ = build_model(tiny_base, tmp_path)
     apply_lora(model, LoraSettings(2, 2.0, ("c_attn",)), new_language=True)
