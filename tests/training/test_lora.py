@@ -188,3 +188,26 @@ def test_lora_run_from_the_cli(tmp_path, tiny_base):
     (run_dir,) = (tmp_path / "out").iterdir()
     assert json.loads((run_dir / "run.json").read_text())["arguments"]["lora_rank"] == 2
     assert (run_dir / "adapter" / ADAPTER_WEIGHTS).is_file() and (run_dir / "ready" / "model.pth").is_file()
+
+
+@pytest.mark.slow
+def test_lora_trains_on_two_processes(tmp_path, tiny_base):
+    """Several devices in LoRA mode: two CPU processes (gloo, torchrun as train_gpt starts them) train the
+    adapters (DDP: frozen parameters take no part in the gradient exchange)."""
+    csv_path = write_dataset(tmp_path / "data", n=10)
+    result = train_gpt(
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        num_epochs=1,
+        batch_size=2,
+        grad_acumm=1,
+        learning_rate=1e-3,
+        lora_rank=2,
+        devices="cpu,cpu",
+        **FAST,
+    )
+    assert result.status == "finished"
+    run_dir = Path(result.run_dir)
+    assert (run_dir / "adapter" / ADAPTER_WEIGHTS).is_file()
+    adapter = torch.load(run_dir / "adapter" / ADAPTER_WEIGHTS, weights_only=True)["model"]
+    assert any(".lora_B." in k and v.abs().sum() > 0 for k, v in adapter.items()), "the adapters trained"
