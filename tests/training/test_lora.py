@@ -211,3 +211,13 @@ def test_lora_trains_on_two_processes(tmp_path, tiny_base):
     assert (run_dir / "adapter" / ADAPTER_WEIGHTS).is_file()
     adapter = torch.load(run_dir / "adapter" / ADAPTER_WEIGHTS, weights_only=True)["model"]
     assert any(".lora_B." in k and v.abs().sum() > 0 for k, v in adapter.items()), "the adapters trained"
+
+
+def test_a_lora_checkpoint_into_a_full_model_says_how_to_resume(tiny_base, tmp_path):
+    adapted, _ = build_model(tiny_base, tmp_path)
+    apply_lora(adapted, LoraSettings(2, 4.0), new_language=False)
+    plain, _ = build_model(tiny_base, tmp_path)
+    with pytest.raises(RuntimeError, match="LoRA run's: resume it with its own lora_rank"):
+        plain.load_state_dict(adapted.state_dict())
+    with pytest.raises(RuntimeError, match="full fine-tune's: resume it with lora_rank=0"):
+        adapted.load_state_dict(plain.state_dict())
