@@ -28,6 +28,7 @@ class Row:
     optimizer: str = "adamw"
     extras: tuple[str, ...] = ()  # one leaner saving alone, on top of leaner=False: gelu | conditioning | fused_adamw
     cuda_only: str = ""  # why the row means nothing without a CUDA GPU
+    lora_rank: int = 0  # train_gpt's lora_rank: 0 = full fine-tune
 
 
 _ALL = (True, True, True)
@@ -51,8 +52,8 @@ ROWS = [
         leaner=True,
         tf32=True,
         optimizer="adamw_8bit",
-        cuda_only="bitsandbytes' 8-bit AdamW runs on CUDA only",
     ),
+    Row("+ LoRA rank 16 (PEFT, c_attn/c_proj/c_fc)", *_ALL, leaner=True, tf32=True, lora_rank=16),
 ]
 BREAKDOWN = [
     Row("all three + fused GELU only", *_ALL, leaner=False, extras=("gelu",)),
@@ -124,6 +125,7 @@ def build_setup(row: Row, opts: argparse.Namespace, run_root: Path) -> Any:
         precision=opts.precision,
         enable_tf32=row.tf32,
         optimizer=row.optimizer,
+        lora_rank=row.lora_rank,
         enable_grad_checkpoint=row.grad_checkpoint,
         enable_sdpa=row.sdpa,
         enable_mixed_precision=row.mixed_precision,

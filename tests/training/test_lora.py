@@ -67,6 +67,25 @@ def test_merged_weights_give_the_adapted_models_logits(tiny_base, tmp_path):
     torch.testing.assert_close(mel_logits(plain, batch), expected, rtol=1e-4, atol=1e-4)
 
 
+def test_half_precision_base_layers_run_with_and_without_autocast(tiny_base, tmp_path):
+    """On a GPU with mixed precision the frozen base layers are BF16/FP16; training runs under autocast, the scored
+    evaluations speak without it. Both must run, and give about the FP32 model's logits."""
+    plain, _ = build_model(tiny_base, tmp_path)
+    without_dropout(plain)
+    plain.eval()
+    batch = synthetic_batch()
+    reference = mel_logits(plain, batch)
+    apply_lora(plain, LoraSettings(4, 8.0), new_language=False, dtype=torch.bfloat16)
+    base = plain.xtts.gpt.gpt.h[0].attn.c_attn.base_layer
+    assert base.weight.dtype == torch.bfloat16 and not base.weight.requires_grad
+    outside = mel_logits(plain, batch)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        inside = mel_logits(plain, batch)
+    assert outside.dtype == torch.float32 and torch.isfinite(outside).all() and torch.isfinite(inside).all()
+    assert (outside - reference).abs().max() < 0.05 * reference.abs().max()
+    assert (inside.float() - reference).abs().max() < 0.05 * reference.abs().max()
+
+
 def test_new_language_keeps_embeddings_and_heads_trainable(tiny_base, tmp_path):
     model, _ = build_model(tiny_base, tmp_path)
     apply_lora(model, LoraSettings(2, 2.0, ("c_attn",)), new_language=True)
@@ -169,3 +188,36 @@ def test_lora_run_from_the_cli(tmp_path, tiny_base):
     (run_dir,) = (tmp_path / "out").iterdir()
     assert json.loads((run_dir / "run.json").read_text())["arguments"]["lora_rank"] == 2
     assert (run_dir / "adapter" / ADAPTER_WEIGHTS).is_file() and (run_dir / "ready" / "model.pth").is_file()
+
+
+@pytest.mark.slow
+def test_lora_trains_on_two_processes(tmp_path, tiny_base):
+    """Several devices in LoRA mode: two CPU processes (gloo, torchrun as train_gpt starts them) train the
+    adapters (DDP: frozen parameters take no part in the gradient exchange)."""
+    csv_path = write_dataset(tmp_path / "data", n=10)
+    result = train_gpt(
+        train_csv=str(csv_path),
+        output_path=str(tmp_path / "out"),
+        num_epochs=1,
+        batch_size=2,
+        grad_acumm=1,
+        learning_rate=1e-3,
+        lora_rank=2,
+        devices="cpu,cpu",
+        **FAST,
+    )
+    assert result.status == "finished"
+    run_dir = Path(result.run_dir)
+    assert (run_dir / "adapter" / ADAPTER_WEIGHTS).is_file()
+    adapter = torch.load(run_dir / "adapter" / ADAPTER_WEIGHTS, weights_only=True)["model"]
+    assert any(".lora_B." in k and v.abs().sum() > 0 for k, v in adapter.items()), "the adapters trained"
+
+
+def test_a_lora_checkpoint_into_a_full_model_says_how_to_resume(tiny_base, tmp_path):
+    adapted, _ = build_model(tiny_base, tmp_path)
+    apply_lora(adapted, LoraSettings(2, 4.0), new_language=False)
+    plain, _ = build_model(tiny_base, tmp_path)
+    with pytest.raises(RuntimeError, match="LoRA run's: resume it with its own lora_rank"):
+        plain.load_state_dict(adapted.state_dict())
+    with pytest.raises(RuntimeError, match="full fine-tune's: resume it with lora_rank=0"):
+        adapted.load_state_dict(plain.state_dict())

@@ -6,10 +6,12 @@ breakdown, the largest batch that fits, and a probe hook that confirms a batch w
 
 Modules: `architecture` (which model), `fake_model` (built without weights), `cuda_emulation` (GPU
 autocast and attention kernels), `tracker` (bytes per category), `trace` (the product's step and
-the batch fit), `planner` (public functions), `probe` (confirming on a GPU), `measure` (the CPU
-allocator's peak of a real step, for checks).
+the batch fit), `planner` (public functions), `fit_gpu` (the fastest configuration that fits a card),
+`eight_bit` (bitsandbytes' 8-bit AdamW state), `probe` (confirming on a GPU), `measure` (the CPU allocator's
+peak of a real step, for checks).
 """
 
+from utils.memory_plan.fit_gpu import GpuFit, fit_my_gpu
 from utils.memory_plan.planner import (
     MemoryEstimate,
     detected_free_bytes,
@@ -21,11 +23,13 @@ from utils.memory_plan.planner import (
 from utils.memory_plan.probe import confirm_batch_size
 
 __all__ = [
+    "GpuFit",
     "MemoryEstimate",
     "confirm_batch_size",
     "detected_free_bytes",
     "estimate_gpt_memory",
     "fit_advice",
+    "fit_my_gpu",
     "largest_batch_that_fits",
     "ways_to_fit",
 ]

@@ -12,7 +12,8 @@ FP16's GradScaler is left out: it scales the loss and unscales the gradients in 
 `trace_step` returns the live bytes per category after every allocation and free. `BatchModel`
 turns two traces at batch sizes 2 and 3 into the peak for any batch size: every allocation is
 either fixed or proportional to the batch, so the series of one is `fixed + batch x per_sample`,
-event by event, and the peak is the largest such sum (see `BatchModel.at`).
+at the end of each run of allocations or frees (`run_ends`), and the peak is the largest such sum (see
+`BatchModel.at`).
 """
 
 from __future__ import annotations
@@ -283,6 +284,20 @@ def _aligned(a: StepTrace, b: StepTrace) -> bool:
     return bool((np.sign(np.diff(a.events, axis=0)) == np.sign(np.diff(b.events, axis=0))).all())
 
 
+def run_ends(events: np.ndarray) -> np.ndarray:
+    """Indices of the last event of each run of allocations or of frees (by the total's change).
+
+    The peak of a step is always at the end of a run of allocations, and the total at the end of a run does not
+    depend on the order of the run's events. That order is not stable: autograd frees a node's saved tensors,
+    and Python releases a container's items, in an order that differs between processes and batch sizes (the
+    same frees, in another order). Fitting event by event then paired different tensors and gave per-sample
+    slopes that varied from process to process; fitting the run ends gives the same fit every time.
+    """
+    totals = events.sum(axis=1)
+    signs = np.sign(np.diff(totals, prepend=0))
+    return np.flatnonzero(np.append(signs[1:] != signs[:-1], True))
+
+
 @dataclass
 class BatchModel:
     """The step's memory as `fixed + batch x per_sample`, event by event, from traces at two batch sizes."""
@@ -302,9 +317,13 @@ class BatchModel:
         small, large = (trace_step(replace(settings, batch_size=b)) for b in sizes)
         if not _aligned(small, large):
             raise t.PlanningError("The traces at two batch sizes differ in their events; cannot fit a batch model.")
-        per_sample = (large.events - small.events) / (sizes[1] - sizes[0])
-        fixed = small.events - sizes[0] * per_sample
-        return cls(fixed, per_sample, small.phases, small.seconds + large.seconds, [small, large])
+        ends = run_ends(small.events)
+        if not np.array_equal(ends, run_ends(large.events)):
+            raise t.PlanningError("The traces at two batch sizes differ in their events; cannot fit a batch model.")
+        per_sample = (large.events[ends] - small.events[ends]) / (sizes[1] - sizes[0])
+        fixed = small.events[ends] - sizes[0] * per_sample
+        phases = [small.phases[i] for i in ends]
+        return cls(fixed, per_sample, phases, small.seconds + large.seconds, [small, large])
 
     def at(self, batch_size: int) -> tuple[str, dict[str, int]]:
         """(phase, bytes per category) at the step's peak for `batch_size`."""

@@ -198,8 +198,13 @@ class FineTuneGPTTrainer(GPTTrainer):
         if strict:
             missing = [k for k in result.missing_keys if not k.startswith(FROZEN_PREFIXES)]
             if missing or result.unexpected_keys:
+                hint = ""
+                if any(".lora_" in k for k in result.unexpected_keys):
+                    hint = " It is a LoRA run's: resume it with its own lora_rank, lora_alpha and lora_targets."
+                elif any(".lora_" in k for k in missing):
+                    hint = " It is a full fine-tune's: resume it with lora_rank=0."
                 raise RuntimeError(
                     f"Checkpoint does not match the model: missing {missing[:5]}, "
-                    f"unexpected {result.unexpected_keys[:5]}"
+                    f"unexpected {result.unexpected_keys[:5]}.{hint}"
                 )
         return result

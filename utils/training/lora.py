@@ -113,7 +113,8 @@ def apply_lora(
 
 def hold_base_layers_in(gpt2: torch.nn.Module, dtype: torch.dtype) -> None:
     """The frozen base weights of the adapted layers in `dtype` (parameters replaced, not converted in place:
-    the same code serves the planner's fake tensors)."""
+    the same code serves the planner's fake tensors). Outside autocast (the scored evaluations speak without
+    it) their input is cast to `dtype` and their output back, so the rest of the GPT sees its own dtype."""
     for module in gpt2.modules():
         base = getattr(module, "base_layer", None)
         if base is None:
@@ -121,6 +122,23 @@ def hold_base_layers_in(gpt2: torch.nn.Module, dtype: torch.dtype) -> None:
         for name, parameter in list(base._parameters.items()):
             if parameter is not None:
                 base._parameters[name] = torch.nn.Parameter(parameter.detach().to(dtype), requires_grad=False)
+        if not getattr(base, "_lora_casts", False):
+            base.register_forward_pre_hook(_input_to_weight_dtype)
+            base.register_forward_hook(_output_to_caller_dtype)
+            base._lora_casts = True
+
+
+def _input_to_weight_dtype(module: torch.nn.Module, args: tuple) -> tuple | None:
+    x = args[0]
+    if torch.is_autocast_enabled(x.device.type) or x.dtype == module.weight.dtype:
+        return None
+    module.__dict__["_caller_dtype"] = x.dtype
+    return (x.to(module.weight.dtype), *args[1:])
+
+
+def _output_to_caller_dtype(module: torch.nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor | None:
+    dtype = module.__dict__.pop("_caller_dtype", None)
+    return output.to(dtype) if dtype is not None else None
 
 
 def is_lora_state(state: dict[str, Any]) -> bool:
