@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -81,7 +82,12 @@ def start_run(driver, epochs: int) -> None:
     click_button(driver, "Start training")
 
 
+def _stop(signum, frame) -> None:
+    raise SystemExit(1)  # a kill still closes the app and the browser (the finally below)
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _stop)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("folder", help="where the PNGs go")
     parser.add_argument("--epochs", type=int, default=4)
@@ -104,10 +110,12 @@ def main(argv: list[str] | None = None) -> int:
         field(driver, "train CSV path on this machine")
         shoot_tabs(driver, out, "1-empty")
 
-        check(driver, data["ljspeech"])
-        time.sleep(0.8)
+        check(driver, data["csv"])
+        time.sleep(0.3)
         shoot_tabs(driver, out, "2-checking", ("Dataset",))
-        wait_text(driver, "Ready to train", 120, "#dataset-summary")
+        wait_text(driver, "12 of 12 rows usable", 120, "#dataset-summary")
+        check(driver, data["ljspeech"])
+        wait_text(driver, "LJSpeech", 120, "#dataset-summary")
         shoot_tabs(driver, out, "3-checked", ("Dataset",))
 
         check(driver, data["csv"])
@@ -116,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         wait_text(driver, "Step ", 300)
         time.sleep(8)
         shoot_tabs(driver, out, "4-training")
-        wait_text(driver, "Training finished", 600)
+        open_tab(driver, "Fine-tune")  # hidden tabs' text is not read
+        wait_text(driver, "Training finished", 900)
         time.sleep(4)
         shoot_tabs(driver, out, "5-finished")
 

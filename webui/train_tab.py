@@ -211,13 +211,23 @@ def form_for_run(ctx: UIContext, run: str) -> list[Any]:
 
 
 def form_on_load(ctx: UIContext) -> list[Any]:
-    """On page load: the active run's values (re-attaching shows what it trains with), else unchanged."""
+    """On page load: the values of the run this app started (running or ended), so the form, the effective-batch
+    line, the status and the copy-as-code all tell of the same run; else the form as it is. The last output is
+    the effective-batch line."""
     state = ctx.runner.poll()
-    if not (state.active and state.arguments):
-        return [gr.update() for _ in form.form_ids()]
+    if not state.arguments:
+        return [gr.update() for _ in form.form_ids()] + [gr.update()]
     known = {k: v for k, v in state.arguments.items() if k in TrainArguments.__dataclass_fields__}
     values = form.form_values(known)
-    return [values[cid] for cid in form.form_ids()]
+    batch = batch_markdown(
+        None,
+        values["batch_size"],
+        values["grad_acumm"],
+        values["num_epochs"],
+        values.get("devices"),
+        known.get("learning_rate"),
+    )
+    return [values[cid] for cid in form.form_ids()] + [batch]
 
 
 def check_base_model(version: str) -> None:
@@ -309,10 +319,10 @@ def _progress_section() -> dict[str, Any]:
     ui = {"status": gr.Markdown("### ⚪ Idle"), "bar": gr.HTML(run_view.progress_html(run_view.progress([]), "idle"))}
     with gr.Row(equal_height=True):
         ui["loss_plot"] = gr.LinePlot(
-            x="step", y="loss", color="series", label="Loss (train and eval)", height=260, elem_id="loss-plot"
+            x="step", y="loss", color="series", label="Loss (train and eval)", elem_id="loss-plot"
         )
         ui["memory_plot"] = gr.LinePlot(
-            x="seconds", y="MB", color="series", label="Memory over time", height=260, elem_id="memory-plot"
+            x="seconds", y="MB", color="series", label="Memory over time", elem_id="memory-plot"
         )
     ui["memory"] = gr.Markdown(elem_id="memory-panel")
     ui["quality_table"] = gr.Dataframe(
@@ -362,7 +372,17 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
     ]
     _wire_controls(ctx, ui)
     _wire_updates(ctx, ui)
-    shared = ("refresh_outputs", "start", "stop", "status", "start_message", "timer", "loss_plot", "memory_plot")
+    shared = (
+        "refresh_outputs",
+        "start",
+        "stop",
+        "status",
+        "start_message",
+        "timer",
+        "loss_plot",
+        "memory_plot",
+        "batch_info",
+    )
     return ctx.register("train", {k: ui[k] for k in shared})
 
 
