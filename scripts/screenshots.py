@@ -27,17 +27,20 @@ from tests.webui.browser import (  # noqa: E402
     TAB_NAMES,
     click_button,
     field,
+    open_accordion,
     open_tab,
+    selected_tab,
     start_chromium,
     wait_text,
 )
 from tests.webui.test_client import absolute_path_csv  # noqa: E402
 
 
-def shoot_tabs(driver, folder: Path, state: str, tabs: tuple[str, ...] = TAB_NAMES) -> None:
+def shoot_tabs(driver, folder: Path, state: str, tabs: tuple[str, ...] = TAB_NAMES, settle: float = 1.5) -> None:
     for name in tabs:
-        open_tab(driver, name)
-        time.sleep(1.5)
+        if name not in selected_tab(driver):
+            open_tab(driver, name)
+        time.sleep(settle)
         # The whole page: the window is as tall as the tab's content.
         height = driver.execute_script("return document.documentElement.scrollHeight;")
         driver.set_window_size(1400, max(900, min(int(height) + 40, 6000)))
@@ -111,9 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         shoot_tabs(driver, out, "1-empty")
 
         check(driver, data["csv"])
-        time.sleep(0.3)
-        shoot_tabs(driver, out, "2-checking", ("Dataset",))
+        shoot_tabs(driver, out, "2-checking", ("Dataset",), settle=0.2)
         wait_text(driver, "12 of 12 rows usable", 120, "#dataset-summary")
+        open_accordion(driver, "Check transcripts and audio (")
+        click_button(driver, "Check transcripts and audio")
+        shoot_tabs(driver, out, "2-checking-transcripts", ("Dataset",), settle=2)
+        wait_text(driver, "rows flagged", 300, "#dataset-check-summary")
+        shoot_tabs(driver, out, "3-checked-transcripts", ("Dataset",))
         check(driver, data["ljspeech"])
         wait_text(driver, "LJSpeech", 120, "#dataset-summary")
         shoot_tabs(driver, out, "3-checked", ("Dataset",))

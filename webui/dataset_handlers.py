@@ -239,7 +239,9 @@ def check_handler(
         if check.flagged
         else ""
     )
-    return (summary, quality_view.check_frame(check), originals, *players)
+    table = quality_view.check_frame(check)
+    # As many rows as were flagged, fixed: adding a row to this table means nothing.
+    return (summary, gr.update(value=table, row_count=(len(table), "fixed")), originals, *players)
 
 
 def prepare_handler(

@@ -87,6 +87,8 @@ def _check_section() -> dict[str, Any]:
             wrap=True,
             max_height=360,
             static_columns=list(range(2, 12)),
+            column_widths=quality_view.CHECK_COLUMN_WIDTHS,
+            elem_id="check-table",
             datatype=[
                 "bool",
                 "str",

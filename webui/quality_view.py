@@ -33,12 +33,14 @@ CHECK_COLUMNS = [
     "CER",
     "transcript",
     "problems",
-    "loudness LUFS",
+    "LUFS",
     "SNR dB",
-    "clipping %",
+    "clip %",
     "lead s",
     "trail s",
 ]
+# Short measures at a fixed width, the texts share the rest: the table fits a 1400 px window.
+CHECK_COLUMN_WIDTHS = ["64px", "auto", "130px", "52px", "60px", "auto", "auto", "64px", "72px", "64px", "64px", "64px"]
 PLAYED_SECONDS = 15  # what a player gets of a clip
 
 
@@ -132,9 +134,9 @@ def check_frame(check: Any) -> pd.DataFrame:
                 "CER": None if row.cer is None else round(row.cer, 3),
                 "transcript": row.transcript or "",
                 "problems": "; ".join(row.problems),
-                "loudness LUFS": _number(m.loudness_lufs),
+                "LUFS": _number(m.loudness_lufs),
                 "SNR dB": _number(m.snr_db),
-                "clipping %": _number(m.clipping_ratio, 100, 3),
+                "clip %": _number(m.clipping_ratio, 100, 3),
                 "lead s": _number(m.leading_silence_s, digits=2),
                 "trail s": _number(m.trailing_silence_s, digits=2),
             }

@@ -72,6 +72,16 @@ def click_button(driver, label: str) -> None:
     buttons[0].click()
 
 
+def open_accordion(driver, prefix: str) -> None:
+    """Unfold the accordion whose label starts with `prefix` (its header also holds an arrow)."""
+    from selenium.webdriver.common.by import By
+
+    headers = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.startswith(prefix) and b.is_displayed()]
+    assert headers, f"no accordion {prefix!r}"
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", headers[0])
+    headers[0].click()
+
+
 def tab_labels(driver) -> list[str]:
     from selenium.webdriver.common.by import By
 
