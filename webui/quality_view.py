@@ -24,7 +24,7 @@ SCORES = (
 )
 QUALITY_COLUMNS = ["step", *(label for _, label in SCORES), "best", "notes"]
 # Short headers on one line, numbers at a glance; the notes take the rest.
-QUALITY_COLUMN_WIDTHS = ["64px", "80px", "80px", "120px", "160px", "112px", "64px", "auto"]
+QUALITY_COLUMN_WIDTHS = ["64px", "80px", "80px", "150px", "150px", "130px", "56px", "460px"]
 CHECK_COLUMNS = [
     "exclude",
     "text",
