@@ -304,6 +304,8 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
         gr.Markdown(scoring_note(str(f("whisper_model").value or "small")), elem_id="scoring-note")
         with gr.Row():
             _render_group(ctx, QUALITY)
+    # A run's name ("en-v2.0.2-20250101-120000 (finished)") must fit its picker.
+    f("resume_from").min_width, f("resume_from").scale = 480, 3
     with gr.Accordion("Advanced", open=False), gr.Row():
         _render_group(ctx, ADVANCED)
     with gr.Row():
