@@ -86,23 +86,10 @@ def _check_section() -> dict[str, Any]:
             interactive=True,
             wrap=True,
             max_height=360,
-            static_columns=list(range(2, 12)),
+            static_columns=list(range(2, len(quality_view.CHECK_COLUMNS))),
             column_widths=quality_view.CHECK_COLUMN_WIDTHS,
             elem_id="check-table",
-            datatype=[
-                "bool",
-                "str",
-                "str",
-                "number",
-                "number",
-                "str",
-                "str",
-                "number",
-                "number",
-                "number",
-                "number",
-                "number",
-            ],
+            datatype=quality_view.CHECK_DATATYPES,
         )
         ui["check_originals"] = gr.State({})
         with gr.Row():

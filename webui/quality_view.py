@@ -33,14 +33,11 @@ CHECK_COLUMNS = [
     "CER",
     "transcript",
     "problems",
-    "LUFS",
-    "SNR dB",
-    "clip %",
-    "lead s",
-    "trail s",
+    "measures",
 ]
-# Short measures at a fixed width, the texts share the rest: the table fits a 1400 px window.
-CHECK_COLUMN_WIDTHS = ["64px", "auto", "130px", "52px", "60px", "auto", "auto", "64px", "72px", "64px", "64px", "64px"]
+CHECK_DATATYPES = ["bool", "str", "str", "number", "number", "str", "str", "str"]
+# The texts share most of the width, the short numbers a fixed one: the table fits a 1400 px window.
+CHECK_COLUMN_WIDTHS = ["112px", "20%", "11%", "80px", "80px", "15%", "15%", "14%"]
 PLAYED_SECONDS = 15  # what a player gets of a clip
 
 
@@ -119,6 +116,19 @@ def _number(value: float | None, scale: float = 1.0, digits: int = 1) -> float |
     return None if value is None else round(value * scale, digits)
 
 
+def measures_text(m: Any) -> str:
+    """A row's audio measures in one cell: '-20.1 LUFS · SNR 12.0 dB · clipped 0.000% · silence 0.10 / 0.20 s'."""
+
+    def value(number: float | None, unit: str = "") -> str:
+        return "?" if number is None else f"{number}{unit}"
+
+    return (
+        f"{value(_number(m.loudness_lufs))} LUFS · SNR {value(_number(m.snr_db))} dB · "
+        f"clipped {value(_number(m.clipping_ratio, 100, 3), '%')} · silence "
+        f"{value(_number(m.leading_silence_s, digits=2))} / {value(_number(m.trailing_silence_s, digits=2))} s"
+    )
+
+
 def check_frame(check: Any) -> pd.DataFrame:
     """The dataset check's flagged rows, worst first, as an editable table: tick `exclude`, edit `text`
     (an empty table for None)."""
@@ -134,11 +144,7 @@ def check_frame(check: Any) -> pd.DataFrame:
                 "CER": None if row.cer is None else round(row.cer, 3),
                 "transcript": row.transcript or "",
                 "problems": "; ".join(row.problems),
-                "LUFS": _number(m.loudness_lufs),
-                "SNR dB": _number(m.snr_db),
-                "clip %": _number(m.clipping_ratio, 100, 3),
-                "lead s": _number(m.leading_silence_s, digits=2),
-                "trail s": _number(m.trailing_silence_s, digits=2),
+                "measures": measures_text(m),
             }
         )
     return shown_cells(pd.DataFrame(rows, columns=CHECK_COLUMNS))

@@ -211,8 +211,14 @@ def readable_table(driver, elem_id: str) -> list[str]:
         for (const th of root.querySelectorAll('thead th')) {
             const text = th.innerText.trim();
             if (!text) continue;
-            const range = document.createRange(); range.selectNodeContents(th);
-            const tops = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+            // The lines the header's words take (its sort and lock icons are not words).
+            const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+            const tops = new Set();
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                if (!node.textContent.trim()) continue;
+                const range = document.createRange(); range.selectNodeContents(node);
+                for (const r of range.getClientRects()) if (r.width > 0) tops.add(Math.round(r.top));
+            }
             if (tops.size > 1) problems.push(`header "${text}" breaks over ${tops.size} lines`);
         }
         for (const tr of root.querySelectorAll('tbody tr')) {

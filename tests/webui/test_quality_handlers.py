@@ -3,6 +3,7 @@ Fine-tune tab, the Test tab's comparison with the base model, the Dataset tab's 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -208,7 +209,9 @@ def test_dataset_check_then_prepare_with_the_edits_made_in_the_table(checked_voi
     # No Whisper small here: English transcripts are checked with the bundled tiny.en, offline.
     assert "1 of 6 rows flagged" in summary and "Transcripts not checked" not in summary
     assert list(table["audio_file"]) == ["wavs/s1.wav"] and "clipped" in table.iloc[0]["problems"]
-    assert table.iloc[0]["clip %"] > 0.1 and originals == {"wavs/s1.wav": SENTENCES[1]}
+    assert float(re.search(r"clipped ([\d.]+)%", table.iloc[0]["measures"]).group(1)) > 0.1 and originals == {
+        "wavs/s1.wav": SENTENCES[1]
+    }
     assert players[0]["visible"] and players[0]["value"][0] == 22050 and not players[1]["visible"]
 
     # The user ticks nothing but corrects the text, in the page: the correction reaches the prepared copy.
