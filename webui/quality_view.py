@@ -38,6 +38,8 @@ CHECK_COLUMNS = [
 CHECK_DATATYPES = ["bool", "str", "str", "number", "number", "str", "str", "str"]
 # The texts share most of the width, the short numbers a fixed one: the table fits a 1400 px window.
 CHECK_COLUMN_WIDTHS = ["112px", "20%", "11%", "80px", "80px", "15%", "15%", "14%"]
+COMPARISON_COLUMNS = ("model", "cer", "wer", "similarity", "seconds", "transcript", "note")
+COMPARISON_COLUMN_WIDTHS = ["120px", "80px", "80px", "112px", "96px", "30%", "30%"]
 PLAYED_SECONDS = 15  # what a player gets of a clip
 
 
@@ -181,6 +183,4 @@ def comparison_frame(comparison: Any) -> pd.DataFrame:
     rows = []
     for row in comparison.table():
         rows.append({**row, **{k: None if row[k] is None else round(row[k], 3) for k in ("cer", "wer", "similarity")}})
-    return shown_cells(
-        pd.DataFrame(rows, columns=["model", "cer", "wer", "similarity", "seconds", "transcript", "note"])
-    )
+    return shown_cells(pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS)))
