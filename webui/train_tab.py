@@ -24,6 +24,7 @@ REFRESH_SECONDS = 1.5
 SCROLL_LOG_TO_END = (
     "() => { const e = document.querySelector('#training-log textarea'); if (e) e.scrollTop = e.scrollHeight; }"
 )
+SCROLL_LOG_TO_END_SOON = f"() => {{ setTimeout({SCROLL_LOG_TO_END}, 150); setTimeout({SCROLL_LOG_TO_END}, 600); }}"
 GROUPS = (DATA, MODEL, SCHEDULE, SPEED, QUALITY, ADVANCED)
 QUALITY_PLAYERS = 3  # clips of the latest evaluation played on the page
 
@@ -341,7 +342,7 @@ def _progress_section() -> dict[str, Any]:
         ui["quality_players"] = [
             gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}") for i in range(QUALITY_PLAYERS)
         ]
-    with gr.Accordion("Log (last lines)", open=False, elem_id="log-accordion"):
+    with gr.Accordion("Log (last lines)", open=False, elem_id="log-accordion") as ui["log_accordion"]:
         ui["log"] = gr.Textbox(
             show_label=False, lines=12, max_lines=12, autoscroll=True, interactive=False, elem_id="training-log"
         )
@@ -444,6 +445,8 @@ def _wire_updates(ctx: UIContext, ui: dict[str, Any]) -> None:
     after_refresh(ctx, ticked, [ui["loss_plot"], ui["memory_plot"]])
     # A replaced value keeps the textarea's scroll position; the newest lines are the ones to see.
     ui["log"].change(None, None, None, js=SCROLL_LOG_TO_END, api_visibility="undocumented")
+    # Unfolded, the log opens on its newest lines too (while folded it has no height to scroll).
+    ui["log_accordion"].expand(None, None, None, js=SCROLL_LOG_TO_END_SOON, api_visibility="undocumented")
     quality_seen = ui["quality_seen"]
     ui["timer"].tick(
         lambda seen: quality_refresh(ctx, seen),
