@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -26,17 +27,20 @@ from tests.webui.browser import (  # noqa: E402
     TAB_NAMES,
     click_button,
     field,
+    open_accordion,
     open_tab,
+    selected_tab,
     start_chromium,
     wait_text,
 )
 from tests.webui.test_client import absolute_path_csv  # noqa: E402
 
 
-def shoot_tabs(driver, folder: Path, state: str, tabs: tuple[str, ...] = TAB_NAMES) -> None:
+def shoot_tabs(driver, folder: Path, state: str, tabs: tuple[str, ...] = TAB_NAMES, settle: float = 1.5) -> None:
     for name in tabs:
-        open_tab(driver, name)
-        time.sleep(1.5)
+        if name not in selected_tab(driver):
+            open_tab(driver, name)
+        time.sleep(settle)
         # The whole page: the window is as tall as the tab's content.
         height = driver.execute_script("return document.documentElement.scrollHeight;")
         driver.set_window_size(1400, max(900, min(int(height) + 40, 6000)))
@@ -81,7 +85,12 @@ def start_run(driver, epochs: int) -> None:
     click_button(driver, "Start training")
 
 
+def _stop(signum, frame) -> None:
+    raise SystemExit(1)  # a kill still closes the app and the browser (the finally below)
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _stop)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("folder", help="where the PNGs go")
     parser.add_argument("--epochs", type=int, default=4)
@@ -104,10 +113,16 @@ def main(argv: list[str] | None = None) -> int:
         field(driver, "train CSV path on this machine")
         shoot_tabs(driver, out, "1-empty")
 
+        check(driver, data["csv"])
+        shoot_tabs(driver, out, "2-checking", ("Dataset",), settle=0.2)
+        wait_text(driver, "12 of 12 rows usable", 120, "#dataset-summary")
+        open_accordion(driver, "Check transcripts and audio (")
+        click_button(driver, "Check transcripts and audio")
+        shoot_tabs(driver, out, "2-checking-transcripts", ("Dataset",), settle=2)
+        wait_text(driver, "rows flagged", 300, "#dataset-check-summary")
+        shoot_tabs(driver, out, "3-checked-transcripts", ("Dataset",))
         check(driver, data["ljspeech"])
-        time.sleep(0.8)
-        shoot_tabs(driver, out, "2-checking", ("Dataset",))
-        wait_text(driver, "Ready to train", 120, "#dataset-summary")
+        wait_text(driver, "LJSpeech", 120, "#dataset-summary")
         shoot_tabs(driver, out, "3-checked", ("Dataset",))
 
         check(driver, data["csv"])
@@ -116,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         wait_text(driver, "Step ", 300)
         time.sleep(8)
         shoot_tabs(driver, out, "4-training")
-        wait_text(driver, "Training finished", 600)
+        open_tab(driver, "Fine-tune")  # hidden tabs' text is not read
+        wait_text(driver, "Training finished", 900)
         time.sleep(4)
         shoot_tabs(driver, out, "5-finished")
 

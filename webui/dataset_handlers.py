@@ -53,6 +53,12 @@ def report_tables(report: DatasetReport) -> tuple[str, pd.DataFrame, pd.DataFram
     return summary, problems, histogram
 
 
+def histogram_update(histogram: pd.DataFrame) -> Any:
+    """The histogram with a count axis from 0 that stays whole numbers (an empty one read '0.000000')."""
+    top = int(histogram["clips"].max()) if len(histogram) else 0
+    return gr.update(value=histogram, y_lim=[0, max(4, top)])
+
+
 def _preview(csv_path: str, report: DatasetReport, roots: tuple[Path, ...]) -> tuple[pd.DataFrame, list[Any]]:
     rows = preview_rows(csv_path, count=8, layout=report.layouts.get(str(Path(csv_path))))
     table = pd.DataFrame(
@@ -120,10 +126,12 @@ def validate_handler(
     except ValueError as exc:
         raise page_error(exc) from exc
     summary, problems, histogram = report_tables(report)
+    if train_upload and (train_path or "").strip():  # both given (a script): say which one was checked
+        summary += "\n\nChecked the **uploaded** train CSV; the typed path was not used."
     missing = sum(
         n for reason, n in report.problem_counts.items() if reason.startswith(("Audio not found", "Audio path"))
     )
-    if train_upload and missing and missing >= report.rows_read / 2:
+    if train_upload and not (train_path or "").strip() and missing and missing >= report.rows_read / 2:
         summary += (
             "\n\n**The audio was not found next to the uploaded CSV.** An uploaded CSV arrives alone, so "
             "paths relative to its folder cannot resolve: type the CSV's path on this machine instead, "
@@ -133,7 +141,7 @@ def validate_handler(
     return (
         summary,
         problems,
-        histogram,
+        histogram_update(histogram),
         table,
         *players,
         train_csv,
@@ -231,7 +239,9 @@ def check_handler(
         if check.flagged
         else ""
     )
-    return (summary, quality_view.check_frame(check), originals, *players)
+    table = quality_view.check_frame(check)
+    # As many rows as were flagged, fixed: adding a row to this table means nothing.
+    return (summary, gr.update(value=table, row_count=(len(table), "fixed")), originals, *players)
 
 
 def prepare_handler(

@@ -86,21 +86,10 @@ def _check_section() -> dict[str, Any]:
             interactive=True,
             wrap=True,
             max_height=360,
-            static_columns=list(range(2, 12)),
-            datatype=[
-                "bool",
-                "str",
-                "str",
-                "number",
-                "number",
-                "str",
-                "str",
-                "number",
-                "number",
-                "number",
-                "number",
-                "number",
-            ],
+            static_columns=list(range(2, len(quality_view.CHECK_COLUMNS))),
+            column_widths=quality_view.CHECK_COLUMN_WIDTHS,
+            elem_id="check-table",
+            datatype=quality_view.CHECK_DATATYPES,
         )
         ui["check_originals"] = gr.State({})
         with gr.Row():
@@ -113,7 +102,13 @@ def _report_section() -> dict[str, Any]:
     ui: dict[str, Any] = {}
     with gr.Row():
         ui["histogram"] = gr.BarPlot(
-            x="seconds", y="clips", label="Clip durations", height=220, sort=histogram_labels(list(HISTOGRAM_EDGES))
+            x="seconds",
+            y="clips",
+            label="Clip durations",
+            height=220,
+            sort=histogram_labels(list(HISTOGRAM_EDGES)),
+            y_axis_format="d",
+            y_lim=[0, 4],
         )
     ui["problems"] = gr.Dataframe(headers=PROBLEM_COLUMNS, label="Problems (row by row)", wrap=True, max_height=320)
     ui["preview"] = gr.Dataframe(label="Preview", wrap=True, max_height=260)
@@ -157,6 +152,11 @@ def _wire_checks(ctx: UIContext, ui: dict[str, Any]) -> None:
         run_language,
         usable_rows,
     ]
+    # The source the user touched last is the one checked: an upload clears the typed path and typing clears
+    # the upload (an upload used to win silently over a path typed after it).
+    for upload, path in ((ui["train_upload"], ui["train_path"]), (ui["eval_upload"], ui["eval_path"])):
+        upload.upload(lambda: "", None, path, api_visibility="undocumented", show_progress="hidden")
+        path.input(lambda: None, None, upload, api_visibility="undocumented", show_progress="hidden")
     typed = [ui["train_path"], ui["eval_upload"], ui["eval_path"], language, max_seconds, version, g2p]
     ui["validate"].click(
         functools.partial(validate_handler, ctx), [ui["train_upload"], *typed], outputs, api_name="validate_dataset"

@@ -24,7 +24,7 @@ SCORES = (
 )
 QUALITY_COLUMNS = ["step", *(label for _, label in SCORES), "best", "notes"]
 # Short headers on one line, numbers at a glance; the notes take the rest.
-QUALITY_COLUMN_WIDTHS = ["64px", "80px", "80px", "120px", "160px", "112px", "64px", "auto"]
+QUALITY_COLUMN_WIDTHS = ["64px", "80px", "80px", "150px", "150px", "130px", "56px", "460px"]
 CHECK_COLUMNS = [
     "exclude",
     "text",
@@ -33,12 +33,13 @@ CHECK_COLUMNS = [
     "CER",
     "transcript",
     "problems",
-    "loudness LUFS",
-    "SNR dB",
-    "clipping %",
-    "lead s",
-    "trail s",
+    "measures",
 ]
+CHECK_DATATYPES = ["bool", "str", "str", "number", "number", "str", "str", "str"]
+# The texts share most of the width, the short numbers a fixed one: the table fits a 1400 px window.
+CHECK_COLUMN_WIDTHS = ["112px", "20%", "11%", "80px", "80px", "15%", "15%", "14%"]
+COMPARISON_COLUMNS = ("model", "cer", "wer", "similarity", "seconds", "transcript", "note")
+COMPARISON_COLUMN_WIDTHS = ["120px", "80px", "80px", "112px", "96px", "30%", "30%"]
 PLAYED_SECONDS = 15  # what a player gets of a clip
 
 
@@ -117,6 +118,19 @@ def _number(value: float | None, scale: float = 1.0, digits: int = 1) -> float |
     return None if value is None else round(value * scale, digits)
 
 
+def measures_text(m: Any) -> str:
+    """A row's audio measures in one cell: '-20.1 LUFS · SNR 12.0 dB · clipped 0.000% · silence 0.10 / 0.20 s'."""
+
+    def value(number: float | None, unit: str = "") -> str:
+        return "?" if number is None else f"{number}{unit}"
+
+    return (
+        f"{value(_number(m.loudness_lufs))} LUFS · SNR {value(_number(m.snr_db))} dB · "
+        f"clipped {value(_number(m.clipping_ratio, 100, 3), '%')} · silence "
+        f"{value(_number(m.leading_silence_s, digits=2))} / {value(_number(m.trailing_silence_s, digits=2))} s"
+    )
+
+
 def check_frame(check: Any) -> pd.DataFrame:
     """The dataset check's flagged rows, worst first, as an editable table: tick `exclude`, edit `text`
     (an empty table for None)."""
@@ -132,11 +146,7 @@ def check_frame(check: Any) -> pd.DataFrame:
                 "CER": None if row.cer is None else round(row.cer, 3),
                 "transcript": row.transcript or "",
                 "problems": "; ".join(row.problems),
-                "loudness LUFS": _number(m.loudness_lufs),
-                "SNR dB": _number(m.snr_db),
-                "clipping %": _number(m.clipping_ratio, 100, 3),
-                "lead s": _number(m.leading_silence_s, digits=2),
-                "trail s": _number(m.trailing_silence_s, digits=2),
+                "measures": measures_text(m),
             }
         )
     return shown_cells(pd.DataFrame(rows, columns=CHECK_COLUMNS))
@@ -183,6 +193,4 @@ def comparison_frame(comparison: Any) -> pd.DataFrame:
     rows = []
     for row in comparison.table():
         rows.append({**row, **{k: None if row[k] is None else round(row[k], 3) for k in ("cer", "wer", "similarity")}})
-    return shown_cells(
-        pd.DataFrame(rows, columns=["model", "cer", "wer", "similarity", "seconds", "transcript", "note"])
-    )
+    return shown_cells(pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS)))

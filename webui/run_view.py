@@ -66,12 +66,22 @@ def progress(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+MESSAGE_LINES = 6  # of a long failure (every unusable row): the rest is in the log below
+
+
+def _message(text: str) -> str:
+    lines = str(text or "").splitlines()
+    if len(lines) > MESSAGE_LINES:
+        lines = [*lines[:MESSAGE_LINES], f"... ({len(lines) - MESSAGE_LINES} more lines in the log below)"]
+    return shown("\n".join(lines), keep_newlines=True)
+
+
 def status_markdown(state: Any, info: dict[str, Any]) -> str:
     """The status panel from the run state and `progress(records)`. The message names the one checkpoint
     that matters (the one to resume from, for a stopped run)."""
     status = str(getattr(state.status, "value", state.status))
     color = STATUS_COLORS.get(status, "#6b7280")
-    lines = [f'### <span style="color:{color}">{status.capitalize()}</span>', shown(state.message)]
+    lines = [f'### <span style="color:{color}">{status.capitalize()}</span>', _message(state.message)]
     if info["step"]:
         total = info["total"] or "?"
         loss = "NaN/inf" if info["loss"] is None else f"{info['loss']:.4f}"

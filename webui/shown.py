@@ -19,7 +19,12 @@ import pandas as pd
 
 # Control, format (zero-width, bidirectional), separator, private-use and unassigned-surrogate characters.
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co"})
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>=:])")
+# Characters with a Markdown meaning anywhere in a line (emphasis, code, links, tables, strikethrough); '<', '>'
+# and '&' are HTML-escaped first. Line-start markers (headings, lists, quotes) and autolinks are handled apart,
+# so that paths and sentences keep their dots, dashes and brackets readable for scripts reading the API.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+_LINE_START = re.compile(r"^(\s*)(#|[-+=]|\d+[.)])", re.MULTILINE)
+_AUTOLINK = re.compile(r"(?i)(\w)(://)|\b(www)(\.)")
 _KEPT = {"\n", "\t"}
 
 
@@ -46,9 +51,10 @@ def shown(value: Any, as_: Literal["markdown", "html", "plain"] = "markdown", *,
     text = html.escape(text, quote=False)
     if as_ == "html":
         return text.replace("\n", "<br>") if keep_newlines else text
-    # Every ASCII punctuation Markdown gives a meaning to, ':' and '.' too (they start "https://" and "www."
-    # autolinks); the entities above hold only '&', letters and ';', which need no escape.
     text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    text = _LINE_START.sub(lambda m: m.group(1) + "".join("\\" + c if not c.isdigit() else c for c in m.group(2)), text)
+    # "https://x" and "www.x" would become links (GFM autolinks): an escaped ':' or '.' breaks the pattern.
+    text = _AUTOLINK.sub(lambda m: f"{m.group(1)}\\:" + "//" if m.group(2) else f"{m.group(3)}\\.", text)
     return text.replace("\n", "  \n") if keep_newlines else text
 
 

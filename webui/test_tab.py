@@ -213,9 +213,13 @@ def _results_section() -> dict[str, Any]:
             ui["finetuned_audio"] = gr.Audio(label="Fine-tuned", interactive=False, elem_id="compare-finetuned")
             ui["base_audio"] = gr.Audio(label="Base model", interactive=False, elem_id="compare-base")
         ui["scores"] = gr.Dataframe(
+            headers=list(quality_view.COMPARISON_COLUMNS),
             label="Scores (CER/WER of a Whisper transcript; similarity to the reference's speaker)",
             wrap=True,
             interactive=False,
+            # Empty score columns keep a width: they collapsed into letters stacked one per line.
+            column_widths=quality_view.COMPARISON_COLUMN_WIDTHS,
+            elem_id="compare-scores",
         )
     return ui
 

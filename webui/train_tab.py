@@ -24,6 +24,7 @@ REFRESH_SECONDS = 1.5
 SCROLL_LOG_TO_END = (
     "() => { const e = document.querySelector('#training-log textarea'); if (e) e.scrollTop = e.scrollHeight; }"
 )
+SCROLL_LOG_TO_END_SOON = f"() => {{ setTimeout({SCROLL_LOG_TO_END}, 150); setTimeout({SCROLL_LOG_TO_END}, 600); }}"
 GROUPS = (DATA, MODEL, SCHEDULE, SPEED, QUALITY, ADVANCED)
 QUALITY_PLAYERS = 3  # clips of the latest evaluation played on the page
 
@@ -227,13 +228,23 @@ def form_for_run(ctx: UIContext, run: str) -> list[Any]:
 
 
 def form_on_load(ctx: UIContext) -> list[Any]:
-    """On page load: the active run's values (re-attaching shows what it trains with), else unchanged."""
+    """On page load: the values of the run this app started (running or ended), so the form, the effective-batch
+    line, the status and the copy-as-code all tell of the same run; else the form as it is. The last output is
+    the effective-batch line."""
     state = ctx.runner.poll()
-    if not (state.active and state.arguments):
-        return [gr.update() for _ in form.form_ids()]
+    if not state.arguments:
+        return [gr.update() for _ in form.form_ids()] + [gr.update()]
     known = {k: v for k, v in state.arguments.items() if k in TrainArguments.__dataclass_fields__}
     values = form.form_values(known)
-    return [values[cid] for cid in form.form_ids()]
+    batch = batch_markdown(
+        None,
+        values["batch_size"],
+        values["grad_acumm"],
+        values["num_epochs"],
+        values.get("devices"),
+        known.get("learning_rate"),
+    )
+    return [values[cid] for cid in form.form_ids()] + [batch]
 
 
 def check_base_model(version: str) -> None:
@@ -311,6 +322,8 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
         gr.Markdown(scoring_note(str(f("whisper_model").value or "small")), elem_id="scoring-note")
         with gr.Row():
             _render_group(ctx, QUALITY)
+    # A run's name ("en-v2.0.2-20250101-120000 (finished)") must fit its picker.
+    f("resume_from").min_width, f("resume_from").scale = 480, 3
     with gr.Accordion("Advanced", open=False), gr.Row():
         _render_group(ctx, ADVANCED)
     with gr.Row():
@@ -326,10 +339,10 @@ def _progress_section() -> dict[str, Any]:
     ui = {"status": gr.Markdown("### ⚪ Idle"), "bar": gr.HTML(run_view.progress_html(run_view.progress([]), "idle"))}
     with gr.Row(equal_height=True):
         ui["loss_plot"] = gr.LinePlot(
-            x="step", y="loss", color="series", label="Loss (train and eval)", height=260, elem_id="loss-plot"
+            x="step", y="loss", color="series", label="Loss (train and eval)", elem_id="loss-plot"
         )
         ui["memory_plot"] = gr.LinePlot(
-            x="seconds", y="MB", color="series", label="Memory over time", height=260, elem_id="memory-plot"
+            x="seconds", y="MB", color="series", label="Memory over time", elem_id="memory-plot"
         )
     ui["memory"] = gr.Markdown(elem_id="memory-panel")
     ui["quality_table"] = gr.Dataframe(
@@ -346,7 +359,7 @@ def _progress_section() -> dict[str, Any]:
         ui["quality_players"] = [
             gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}") for i in range(QUALITY_PLAYERS)
         ]
-    with gr.Accordion("Log (last lines)", open=False, elem_id="log-accordion"):
+    with gr.Accordion("Log (last lines)", open=False, elem_id="log-accordion") as ui["log_accordion"]:
         ui["log"] = gr.Textbox(
             show_label=False, lines=12, max_lines=12, autoscroll=True, interactive=False, elem_id="training-log"
         )
@@ -379,7 +392,17 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
     ]
     _wire_controls(ctx, ui)
     _wire_updates(ctx, ui)
-    shared = ("refresh_outputs", "start", "stop", "status", "start_message", "timer", "loss_plot", "memory_plot")
+    shared = (
+        "refresh_outputs",
+        "start",
+        "stop",
+        "status",
+        "start_message",
+        "timer",
+        "loss_plot",
+        "memory_plot",
+        "batch_info",
+    )
     return ctx.register("train", {k: ui[k] for k in shared})
 
 
@@ -440,6 +463,8 @@ def _wire_updates(ctx: UIContext, ui: dict[str, Any]) -> None:
     after_refresh(ctx, ticked, [ui["loss_plot"], ui["memory_plot"]])
     # A replaced value keeps the textarea's scroll position; the newest lines are the ones to see.
     ui["log"].change(None, None, None, js=SCROLL_LOG_TO_END, api_visibility="undocumented")
+    # Unfolded, the log opens on its newest lines too (while folded it has no height to scroll).
+    ui["log_accordion"].expand(None, None, None, js=SCROLL_LOG_TO_END_SOON, api_visibility="undocumented")
     quality_seen = ui["quality_seen"]
     ui["timer"].tick(
         lambda seen: quality_refresh(ctx, seen),

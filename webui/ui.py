@@ -70,7 +70,9 @@ def build_ui(
         loaded = demo.load(lambda: refresh(ctx), None, ctx["train.refresh_outputs"], api_visibility="undocumented")
         after_refresh(ctx, loaded, [ctx["train.loss_plot"], ctx["train.memory_plot"]])
         form_components = [ctx[f"form.{cid}"] for cid in form.form_ids()]
-        demo.load(lambda: form_on_load(ctx), None, form_components, api_visibility="undocumented")
+        demo.load(
+            lambda: form_on_load(ctx), None, [*form_components, ctx["train.batch_info"]], api_visibility="undocumented"
+        )
         # Run lists follow the runs by themselves: refreshed on load and whenever a run starts or ends.
         lists = [ctx["form.resume_from"], ctx["test.run"], ctx["export.run"]]
         seen = gr.State("")

@@ -18,6 +18,7 @@ from tests.webui.browser import (
     TAB_NAMES,
     click_button,
     field,
+    open_accordion,
     open_tab,
     plot_parts,
     plot_series_pixels,
@@ -113,6 +114,12 @@ def test_a_run_started_from_the_page_draws_its_plots_and_reads_well(studio, tmp_
     server, driver, data = studio
     check_dataset(driver, data / "metadata.csv")
     wait_text(driver, "Ready to train", 90, "#dataset-summary")
+    # The transcript check works offline (the bundled Whisper tiny.en) and its table reads well at 1400 px.
+    open_accordion(driver, "Check transcripts and audio (")
+    click_button(driver, "Check transcripts and audio")
+    wait_text(driver, "rows flagged", 240, "#dataset-check-summary")
+    time.sleep(1)
+    assert readable_table(driver, "check-table") == []
 
     open_tab(driver, "Fine-tune")
     wait_text(driver, "What will be applied")
@@ -120,9 +127,7 @@ def test_a_run_started_from_the_page_draws_its_plots_and_reads_well(studio, tmp_
     epochs.clear()
     epochs.send_keys(str(EPOCHS))
     # One scored sentence per evaluation (the default is 3): the score table below needs only one.
-    accordion = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.startswith("Measured quality")][0]
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", accordion)
-    accordion.click()
+    open_accordion(driver, "Measured quality")
     sentences = field(driver, "Sentences scored per evaluation", "input", exact=True)
     sentences.clear()
     sentences.send_keys("1")
@@ -156,7 +161,7 @@ def test_a_run_started_from_the_page_draws_its_plots_and_reads_well(studio, tmp_
     assert_plot_drawn(driver, "memory-plot")
 
     # The log, folded, ends on its last lines when opened.
-    click_button(driver, "Log (last lines)")
+    open_accordion(driver, "Log (last lines)")
     log = wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#training-log textarea"), 10, "the log")
     time.sleep(1.5)
     at_end = driver.execute_script(

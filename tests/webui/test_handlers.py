@@ -82,7 +82,7 @@ def test_validate_handler_reports_problems_and_fills_the_fine_tune_fields(tmp_pa
     assert "Ready to train" in summary and "6 of 8 rows usable" in summary
     assert list(problems["line"]) == [8, 9]
     assert "shorter than 1 s" in problems["reason"][0] and "not found" in problems["reason"][1]
-    assert histogram["clips"].sum() == 6 and train_csv == str(csv_path) and eval_csv == "" and language == "en"
+    assert histogram["value"]["clips"].sum() == 6 and train_csv == str(csv_path) and eval_csv == "" and language == "en"
     assert train_rows == 5 and len(preview) == 8
     shown = [p for p in players if p["visible"]]
     assert len(shown) == 3 and all(p["value"][0] == 22050 and len(p["value"][1]) > 22050 for p in shown)

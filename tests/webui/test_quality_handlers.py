@@ -3,6 +3,7 @@ Fine-tune tab, the Test tab's comparison with the base model, the Dataset tab's 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -200,13 +201,17 @@ def checked_voice(tmp_path, espeak_clips):  # noqa: F811 - the shared session fi
 def test_dataset_check_then_prepare_with_the_edits_made_in_the_table(checked_voice):
     ctx, csv_path = checked_voice
     before = digests(csv_path.parent)
-    summary, table, originals, *players = check_handler(
+    summary, update, originals, *players = check_handler(
         ctx, str(csv_path), "", "en", 11.6, "small", 0.3, progress=lambda *a, **k: None
     )
+    table = update["value"]
+    assert update["row_count"] == (len(table), "fixed"), "no row can be added to the flagged rows"
     # No Whisper small here: English transcripts are checked with the bundled tiny.en, offline.
     assert "1 of 6 rows flagged" in summary and "Transcripts not checked" not in summary
     assert list(table["audio_file"]) == ["wavs/s1.wav"] and "clipped" in table.iloc[0]["problems"]
-    assert table.iloc[0]["clipping %"] > 0.1 and originals == {"wavs/s1.wav": SENTENCES[1]}
+    assert float(re.search(r"clipped ([\d.]+)%", table.iloc[0]["measures"]).group(1)) > 0.1 and originals == {
+        "wavs/s1.wav": SENTENCES[1]
+    }
     assert players[0]["visible"] and players[0]["value"][0] == 22050 and not players[1]["visible"]
 
     # The user ticks nothing but corrects the text, in the page: the correction reaches the prepared copy.
@@ -236,9 +241,11 @@ def test_the_dataset_check_reads_no_audio_outside_the_csvs_own_folder(checked_vo
     secret.write_bytes((csv_path.parent / "wavs" / "s1.wav").read_bytes())  # clipped: flagged if it were read
     with csv_path.open("a") as handle:
         handle.write(f"{secret}|a private memo|speaker\n")
-    summary, table, originals, *players = check_handler(
+    summary, update, originals, *players = check_handler(
         ctx, str(csv_path), "", "en", 11.6, "small", 0.3, progress=lambda *a, **k: None
     )
+    table = update["value"]
+    assert update["row_count"] == (len(table), "fixed"), "no row can be added to the flagged rows"
     assert "1 of 6 rows flagged" in summary, summary
     assert str(secret) not in set(table["audio_file"]) and str(secret) not in originals
     assert sum(bool(p.get("visible")) for p in players) == 1

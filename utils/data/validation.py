@@ -341,7 +341,11 @@ def _reason_key(reason: str) -> str:
         for w in reason.split(":")[0].split()
         if w in _KEY_WORDS or (not any(ch.isdigit() for ch in w) and "/" not in w)
     ]
-    return " ".join(words[:6]).rstrip(".,:")
+    words = words[:6]
+    while words and words[-1].lower() in _DANGLING:  # "Audio not found at <path>" -> "Audio not found"
+        words.pop()
+    return " ".join(words).rstrip(".,:")
 
 
 _KEY_WORDS = ("UTF-8", "Windows-1252")
+_DANGLING = ("at", "in", "from", "of", "to", "for", "under")
