@@ -7,9 +7,20 @@ import time
 import pytest
 
 from tests.webui.app_server import AppServer
-from tests.webui.test_browser import browser, click_button, open_tab, wait_text  # noqa: F401 (fixture)
+from tests.webui.browser import CHROMEDRIVER, CHROMIUM, click_button, open_tab, start_chromium, wait_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+
+@pytest.fixture
+def browser(tmp_path):
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("Chromium and ChromeDriver are not installed (./run_tests.sh installs them)")
+    driver = start_chromium(tmp_path / "chrome-profile", 1400, 2200)
+    try:
+        yield driver
+    finally:
+        driver.quit()
 
 
 def field(driver, cid: str):
@@ -18,7 +29,7 @@ def field(driver, cid: str):
     return driver.find_element(By.CSS_SELECTOR, f"#form-{cid} input, #form-{cid} textarea")
 
 
-def test_fit_my_gpu_fills_the_form_in_one_click(tmp_path, tiny_base, browser):  # noqa: F811
+def test_fit_my_gpu_fills_the_form_in_one_click(tmp_path, tiny_base, browser):
     from selenium.webdriver.common.by import By
 
     server = AppServer(tmp_path / "output", tmp_path / "app.log")
