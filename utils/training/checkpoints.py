@@ -9,6 +9,8 @@
   file, never a truncated one; a full disk ends the run with `DiskFull`, naming the last good checkpoint.
 - A model whose weights are no longer finite (NaN/inf) is never saved, and older checkpoints are only
   removed after a newer finite one is safely on disk.
+- The write happens in the background (utils.training.async_save): the loop waits only for a CPU copy of
+  the state. `poll` (at each step's end) takes a finished write's follow-up or error; `flush` waits for it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import torch
 
 from utils.files import is_disk_full, save_torch_atomic
+from utils.training.async_save import BackgroundWriter, cpu_copy
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +104,36 @@ def _objects_state(objects: Any) -> Any:
 class CheckpointWriter:
     """Writes a trainer's checkpoints into its run folder by the rules in the module docstring."""
 
-    def __init__(self, run_dir: Path, keep: int, on_saved: Callable[[str, Path, int], None] | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        keep: int,
+        on_saved: Callable[[str, Path, int], None] | None = None,
+        *,
+        background: bool = True,
+    ) -> None:
         self.run_dir = Path(run_dir)
         self.keep = max(1, keep)
         self.on_saved = on_saved  # ("last" | "best", path, steps done), e.g. to record it in run.json
         self.skipped_non_finite = 0
+        self.background = background
+        self.writer = BackgroundWriter()
+
+    def poll(self) -> None:
+        """At a step boundary: prune and record a finished background write, or raise its error (DiskFull)."""
+        self.writer.poll()
+
+    def flush(self) -> None:
+        """Wait for the write in flight; then as `poll`."""
+        self.writer.wait()
+
+    def _submit(self, state: dict[str, Any], path: Path, follow_up: Callable[[Path], None]) -> None:
+        if not self.background:
+            follow_up(self._write(state, path))
+            return
+        self.writer.wait()  # at most one save in flight, and one copy in memory
+        copy = cpu_copy(state)  # the next step changes the weights and moments in place
+        self.writer.submit(lambda: self._write(copy, path), follow_up, target=path)
 
     def _model_state(self, trainer: Any) -> dict[str, Any] | None:
         state = trainer._get_model().state_dict()
@@ -139,7 +167,8 @@ class CheckpointWriter:
         }
 
     def save(self, trainer: Any, steps_done: int) -> Path | None:
-        """A full checkpoint after `steps_done` steps; None when the weights are not finite."""
+        """A full checkpoint after `steps_done` steps (its path; written in the background); None when the
+        weights are not finite."""
         model = self._model_state(trainer)
         if model is None:
             return None
@@ -150,13 +179,16 @@ class CheckpointWriter:
             "scheduler": _objects_state(trainer.scheduler),
             "scaler": trainer.scaler.state_dict() if getattr(trainer, "use_amp_scaler", False) else None,
         }
-        path = self._write(state, checkpoint_path(self.run_dir, steps_done))
+        path = checkpoint_path(self.run_dir, steps_done)
+        self._submit(state, path, lambda written: self._after_save(written, steps_done))
+        return path
+
+    def _after_save(self, path: Path, steps_done: int) -> None:
         for _, old in checkpoints(self.run_dir)[: -self.keep]:
             if old != path:
                 old.unlink(missing_ok=True)
         if self.on_saved is not None:
             self.on_saved("last", path, steps_done)
-        return path
 
     def save_best(self, trainer: Any, steps_done: int, loss: dict[str, Any]) -> Path | None:
         """The best model so far, weights only; None when the weights are not finite."""
@@ -164,7 +196,6 @@ class CheckpointWriter:
         if model is None:
             return None
         state = {**self._base_record(trainer, steps_done), "model": model, "model_loss": loss}
-        path = self._write(state, self.run_dir / BEST_MODEL_FILE)
-        if self.on_saved is not None:
-            self.on_saved("best", path, steps_done)
+        path = self.run_dir / BEST_MODEL_FILE
+        self._submit(state, path, lambda written: self.on_saved and self.on_saved("best", written, steps_done))
         return path

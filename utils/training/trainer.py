@@ -4,8 +4,8 @@ The training loop is coqui's; these subclasses change only what a notebook or we
 - `Trainer.fit` ends the process (`os._exit` on Ctrl-C, `sys.exit(1)` on any error) and deletes a run
   folder that holds no checkpoint. `FineTuneTrainer.fit` saves a checkpoint on Ctrl-C or a stop request,
   returns, and lets errors propagate unchanged.
-- Checkpoints are written by `CheckpointWriter` (atomic, named by the steps done, never NaN, only the
-  newest kept; see utils.training.checkpoints), and leave out the frozen DVAE and HiFi-GAN, which are
+- Checkpoints are written by `CheckpointWriter` (atomic, in the background, named by the steps done, never
+  NaN, only the newest kept; see utils.training.checkpoints), and leave out the frozen DVAE and HiFi-GAN, which are
   loaded from the base model at start. A resume continues the step count exactly, from the newest
   checkpoint or the one the caller names, and finishes the interrupted epoch's remaining steps only: the
   batches the interrupted session had not reached (the epoch's order is recomputed from seed and epoch).
@@ -111,7 +111,9 @@ class FineTuneTrainer(Trainer):
         if self.use_cuda and hasattr(self._get_model(), "xtts"):
             # coqui moved the whole model to the GPU; no training step uses the HiFi-GAN decoder.
             self._get_model().xtts.hifigan_decoder.to("cpu")
-        self.callbacks.callbacks_on_train_step_end.extend([self._periodic_checkpoint, self._check_stop])
+        self.callbacks.callbacks_on_train_step_end.extend(
+            [self._collect_saves, self._periodic_checkpoint, self._check_stop]
+        )
 
     def init_training(self, args: Any, coqpit_overrides: list[str], config: Any = None) -> tuple[Any, dict[str, Any]]:
         """A resume reads the run's config.json and restores the checkpoint the caller chose, else the newest
@@ -149,12 +151,18 @@ class FineTuneTrainer(Trainer):
         if self.args.rank not in (None, 0) or self.total_steps_done == 0:
             return None
         existing = checkpoint_path(self.output_path, self.total_steps_done)
-        if self._saved_step == self.total_steps_done and existing.is_file():
-            return existing  # written at this step already (a periodic save, then a stop or the end)
+        if self._saved_step == self.total_steps_done:
+            self.checkpoints.flush()  # it may still be in flight
+            if existing.is_file():
+                return existing  # written at this step already (a periodic save, then a stop or the end)
         saved = self.checkpoints.save(self, self.total_steps_done)
         if saved is not None:
             self._saved_step = self.total_steps_done
         return saved
+
+    def _collect_saves(self, trainer: Trainer) -> None:
+        # A background write that finished: its follow-up (pruning, run.json) or its error (DiskFull), here.
+        self.checkpoints.poll()
 
     def _periodic_checkpoint(self, trainer: Trainer) -> None:
         if self.total_steps_done % self.config.save_step == 0:
@@ -219,13 +227,22 @@ class FineTuneTrainer(Trainer):
 
     def _save_after_stop(self) -> None:
         saved = self._save_full()
+        self.checkpoints.flush()
         self.stop_checkpoint = str(saved) if saved else None
+
+    def _finish_writes(self) -> None:
+        """After a failure: let a save in flight (of earlier, finite weights) land; its error is logged only."""
+        try:
+            self.checkpoints.flush()
+        except Exception as exc:  # noqa: BLE001 - the original error is the one to report
+            log.warning("A checkpoint being written when the run failed was not saved: %s", exc)
 
     def fit(self) -> None:  # type: ignore[override]
         try:
             self._fit()
             self.outcome = RunStatus.FINISHED
             self._save_full()  # the finished run can be continued with more epochs
+            self.checkpoints.flush()  # every file on disk before the run is exported
         except StopTraining:
             self.outcome = RunStatus.STOPPED
             self._save_after_stop()
@@ -234,6 +251,7 @@ class FineTuneTrainer(Trainer):
             self._save_after_stop()
         except (TrainingDiverged, DiskFull):
             self.outcome = RunStatus.FAILED  # nothing more worth writing, or no room to write it
+            self._finish_writes()
             raise
         except Exception:
             self.outcome = RunStatus.FAILED
