@@ -80,3 +80,15 @@ def tensorboard_scalars(run_dir: str | Path, tag: str) -> list[tuple[int, float]
     events = EventAccumulator(str(Path(run_dir) / "tensorboard"))
     events.Reload()
     return [(e.step, e.value) for e in events.Scalars(tag)]
+
+
+def page_text(markdown: str) -> str:
+    """The text a person reads of a Markdown message, rendered as the page renders it (CommonMark with HTML, as
+    Gradio's gr.Markdown): what the handlers escape reads as the plain words again."""
+    import html
+    import re
+
+    from markdown_it import MarkdownIt
+
+    page = MarkdownIt("commonmark", {"html": True}).render(markdown)
+    return html.unescape(re.sub(r"<[^>]+>", "", page)).strip()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.helpers import SENTENCES, digests, synth_speech, write_dataset
+from tests.helpers import SENTENCES, digests, page_text, synth_speech, write_dataset
 from webui.context import UIContext
 from webui.dataset_handlers import UPLOADS_FOLDER, validate_handler, zip_handler
 from webui.runner import TrainingRunner
@@ -152,6 +152,7 @@ def test_an_edited_check_table_from_a_client_that_never_ran_the_check_is_applied
     message, train_csv, eval_csv, rows = prepare_handler(
         ctx, str(csv_path), "", "en", 11.6, "edited", "tiny", False, table, None, **quiet
     )
+    message = page_text(message)
     assert "1 transcript(s) corrected" in message and "1 row(s) excluded on request: wavs/clip_004.wav" in message
     prepared = [line for name in (train_csv, eval_csv) for line in Path(name).read_text().splitlines()[1:]]
     assert rows == 4 and any("|a corrected transcript|" in line for line in prepared)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-from tests.helpers import digests, write_dataset
+from tests.helpers import digests, page_text, write_dataset
 from tests.quality.conftest import espeak_clips, whisper  # noqa: F401 - session fixtures shared with tests/quality
 from tests.quality.speech import SENTENCES, VOICE_A
 from utils.model.base_models import models_root
@@ -220,7 +220,7 @@ def test_dataset_check_then_prepare_with_the_edits_made_in_the_table(checked_voi
     message, train_csv, eval_csv, _ = prepare_handler(
         ctx, str(csv_path), "", "en", 11.6, "fixed", "tiny", False, edited, originals, progress=lambda *a, **k: None
     )
-    assert "1 transcript(s) corrected in the prepared copy" in message
+    assert "1 transcript(s) corrected in the prepared copy" in page_text(message)
     texts = [line.split("|")[1] for name in (train_csv, eval_csv) for line in Path(name).read_text().splitlines()[1:]]
     assert "we train the model on our very own speech" in texts and SENTENCES[1] not in texts
     # Ticking exclude leaves the row out of a new prepared dataset.
@@ -228,7 +228,7 @@ def test_dataset_check_then_prepare_with_the_edits_made_in_the_table(checked_voi
     message, train_csv, eval_csv, rows = prepare_handler(
         ctx, str(csv_path), "", "en", 11.6, "clean", "tiny", False, edited, originals, progress=lambda *a, **k: None
     )
-    assert "1 row(s) excluded on request: wavs/s1.wav" in message and rows == 4
+    assert "1 row(s) excluded on request: wavs/s1.wav" in page_text(message) and rows == 4
     assert digests(csv_path.parent) == before, "the user's files are unchanged"
 
 
