@@ -52,11 +52,12 @@ _BOX_IMAGE = """
     typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray
     xxhash yarl zipp"""
 BOX_HAS = frozenset(_BOX_IMAGE.split())
-# What the benchmark imports that the box lacks (coqui's XTTS training path, 8-bit AdamW, the product's audio I/O).
-ROOTS = ("coqui-tts", "coqui-tts-trainer", "bitsandbytes", "soundfile")
-# Declared by coqui-tts but never imported on the XTTS training path (Korean text, alignment search of other
-# models); leaving them out keeps the folder small. A row that needed one would fail with its name.
-NOT_NEEDED = frozenset({"ko-speech-tools", "monotonic-alignment-search"})
+# What the benchmark imports that the box lacks (coqui's XTTS training path, 8-bit AdamW, the product's audio I/O;
+# `import TTS` refuses to start without torchcodec beside torch >= 2.9, though WAV clips are read by soundfile).
+ROOTS = ("coqui-tts", "coqui-tts-trainer", "bitsandbytes", "soundfile", "torchcodec")
+# Declared by coqui-tts but never imported on the XTTS training path (the alignment search of other
+# models); leaving it out keeps the folder small. A row that needed it would fail with its name.
+NOT_NEEDED = frozenset({"monotonic-alignment-search"})
 # A marker environment of the box, for the Requires-Dist lines that carry one.
 MARKERS = {
     "python_version": PYTHON,
