@@ -171,7 +171,7 @@ def measure_rows(bench: argparse.Namespace, deadline: float, out: Path) -> list[
                 records[index] = {"name": row.name, "row": asdict(row), "skipped": reason}
                 continue
             print(f"... {row.name} (batches {bench.batches}); load {common.load_average()}", flush=True)
-            timeout = min(bench.row_timeout, remaining)
+            timeout = min(bench.row_timeout * (2 if row.torch_compile else 1), remaining)  # compiling: minutes
             record = {"name": row.name, **bench_train.run_in_subprocess(index, bench, Path(logs), timeout)}
             record["row"] = asdict(row)
             row_log = Path(logs) / f"row-{index}.log"
@@ -317,15 +317,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batches", type=int, nargs="+", default=None, help="Default 2 8 (dry run: 1 2).")
     parser.add_argument("--warmup", type=int, default=None, help="Untimed steps first (default 2; dry run 1).")
     parser.add_argument("--steps", type=int, default=None, help="Timed steps (default 5; dry run 1).")
-    parser.add_argument("--budget", type=float, default=None, help="Seconds for it all (default 560; dry 900).")
-    parser.add_argument("--row-timeout", type=float, default=None, help="Seconds per row (default 200; dry 300).")
+    parser.add_argument("--budget", type=float, default=None, help="Seconds for it all (default 560; dry 1800).")
+    parser.add_argument("--row-timeout", type=float, default=None, help="Seconds per row, 2x compiling (200; dry 300).")
     parser.add_argument("--model-dir", type=Path, default=None)
     opts = parser.parse_args(argv)
     dry = opts.dry_run
     opts.batches = opts.batches or ([1, 2] if dry else [2, 8])
     opts.warmup = opts.warmup if opts.warmup is not None else (1 if dry else 2)
     opts.steps = opts.steps or (1 if dry else 5)
-    opts.budget = opts.budget or (900.0 if dry else 560.0)
+    opts.budget = opts.budget or (1800.0 if dry else 560.0)
     opts.row_timeout = opts.row_timeout or (300.0 if dry else 200.0)
     return opts
 
