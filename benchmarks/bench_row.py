@@ -246,7 +246,7 @@ def measure(row: Row, opts: argparse.Namespace, setup: Any, batch_size: int | No
     trainer, model = setup.trainer, setup.trainer.model
     cuda = trainer.use_cuda
     batch_size = batch_size or opts.batch
-    trainer.config.batch_size = batch_size
+    trainer.config.batch_size = trainer.config.eval_batch_size = batch_size  # the training and the in-order loader
     if cuda and not row.leaner:
         model.xtts.hifigan_decoder.to("cuda")  # coqui kept it on the GPU; the product moves it off
     batches = collate(trainer, opts.warmup + opts.steps + (0 if cuda else 1), row)
