@@ -150,7 +150,9 @@ def run_order(rows: list[Any]) -> list[int]:
     return rest[: leaner + 1] + compiled + rest[leaner + 1 :]
 
 
-def measure_rows(bench: argparse.Namespace, deadline: float, out: Path) -> list[dict[str, Any]]:
+def measure_rows(
+    bench: argparse.Namespace, deadline: float, out: Path, planner: Planner | None = None
+) -> list[dict[str, Any]]:
     from dataclasses import asdict
 
     import bench_common as common
@@ -180,6 +182,8 @@ def measure_rows(bench: argparse.Namespace, deadline: float, out: Path) -> list[
                 handle.write(row_log.read_text(encoding="utf-8", errors="replace") if row_log.is_file() else "")
             for size, result in by_batch(record).items():
                 print(f"    batch {size}: {result.get('error') or summary(result)}", flush=True)
+            if planner:
+                planner.submit(record, bench)  # on the CPU cores while the next rows use the GPU
             records[index] = record
     return [records[index] for index in range(len(rows))]  # the table's order
 
@@ -198,31 +202,35 @@ def _plan(task: tuple[Any, argparse.Namespace, int, dict[str, int]]) -> dict[str
     return bench_train.plan(row, options, shapes)
 
 
-def add_planner(records: list[dict[str, Any]], bench: argparse.Namespace, deadline: float) -> None:
-    """The planner's worst case and same-shapes peak per measured row and batch, in parallel (CPU only)."""
-    from bench_row import Row
+class Planner:
+    """The planner's worst case and same-shapes peak per measured row and batch, in worker processes (CPU only),
+    started as each row is measured; whatever is not done by the deadline is said so."""
 
-    tasks = []
-    for record in records:
+    def __init__(self) -> None:
+        self.pool = multiprocessing.get_context("fork").Pool(max(1, min(6, (os.cpu_count() or 2) - 2)))
+        self.pending: list[tuple[dict[str, Any], Any]] = []
+
+    def submit(self, record: dict[str, Any], bench: argparse.Namespace) -> None:
+        from bench_row import Row
+
         row = Row(**{**record["row"], "extras": tuple(record["row"]["extras"])})
         for size, result in by_batch(record).items():
             if "shapes" in result:
-                tasks.append((result, (row, bench, int(size), result["shapes"])))
-    if not tasks:
-        return
-    workers = max(1, min(8, (os.cpu_count() or 2) - 1, len(tasks)))
-    pool = multiprocessing.get_context("fork").Pool(workers)
-    try:
-        pending = [(result, pool.apply_async(_plan, (task,))) for result, task in tasks]
-        for result, future in pending:
-            try:
-                result["planner"] = future.get(timeout=max(1.0, deadline - time.monotonic()))
-            except multiprocessing.TimeoutError:
-                result["planner"] = {"note": "not run: the table's time budget is spent"}
-            except Exception as exc:  # noqa: BLE001 - a planner failure is one cell, not the table
-                result["planner"] = {"note": f"planner failed: {type(exc).__name__}: {str(exc)[:120]}"}
-    finally:
-        pool.terminate()
+                self.pending.append(
+                    (result, self.pool.apply_async(_plan, ((row, bench, int(size), result["shapes"]),)))
+                )
+
+    def collect(self, deadline: float) -> None:
+        try:
+            for result, future in self.pending:
+                try:
+                    result["planner"] = future.get(timeout=max(1.0, deadline - time.monotonic()))
+                except multiprocessing.TimeoutError:
+                    result["planner"] = {"note": "planner not run: the table's time budget is spent"}
+                except Exception as exc:  # noqa: BLE001 - a planner failure is one cell, not the table
+                    result["planner"] = {"note": f"planner failed: {type(exc).__name__}: {str(exc)[:120]}"}
+        finally:
+            self.pool.terminate()
 
 
 # --- FLOPs, MFU and the table -------------------------------------------------------------------------------
@@ -347,8 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     bench = bench_options(opts)
     bench.row_timeout = opts.row_timeout
     bench_train.prepare(bench)
-    records = measure_rows(bench, deadline, opts.out)
-    add_planner(records, bench, deadline)
+    planner = Planner()
+    records = measure_rows(bench, deadline, opts.out, planner)
+    planner.collect(deadline)
     if opts.device == "cuda":
         device = f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})"
     else:
