@@ -248,7 +248,7 @@ def add_flops(records: list[dict[str, Any]], peak: float | None) -> None:
             if executed is None and row["torch_compile"]:
                 twins = [named.get(n, {}).get(size, {}).get("step_flops") for n in UNCOMPILED_TWINS]
                 executed = next((f for f in twins if f), None)
-                result["step_flops_from"] = "the same step uncompiled"
+                result["step_flops_from"] = "FLOPs of the same step uncompiled"
             result["executed_flops"] = executed
             comparable = row["lora_rank"] == 0 and not row["loader"] and model_flops.get(size)
             if peak and comparable:
@@ -284,7 +284,7 @@ def table(records: list[dict[str, Any]], size: str) -> str:
                 fmt(peak and peak / GIB, ".2f"),
                 fmt(same and same / GIB, ".2f"),
                 fmt(worst and worst / GIB, ".2f"),
-                fmt(result.get("executed_flops") and result["executed_flops"] / 1e12, ".2f"),
+                fmt(result.get("executed_flops") and result["executed_flops"] / 1e12, ".3g"),
                 fmt(result.get("mfu"), ".1%"),
                 fmt(result.get("hfu"), ".1%"),
                 fmt(result.get("compile_s"), ".0f"),
