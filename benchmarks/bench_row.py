@@ -173,6 +173,7 @@ def evidence(trainer: Any) -> dict[str, Any]:
         "checkpointed_blocks": f"{sum(getattr(b, 'gradient_checkpointing', False) for b in gpt2.h)}/{len(gpt2.h)}",
         "conditioning_checkpointed": all("forward" in m.__dict__ for m in conditioning_modules(model.xtts.gpt)),
         "activation": type(gpt2.h[0].mlp.act).__name__,
+        "compiled_blocks": f"{sum(b._compiled_call_impl is not None for b in gpt2.h)}/{len(gpt2.h)}",
         "optimizer": f"{type(optimizer).__name__} ({optimizer_kernel(optimizer, trainer.use_cuda)})",
         "tf32": bool(torch.backends.cuda.matmul.allow_tf32),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
