@@ -28,7 +28,9 @@ class Row:
     optimizer: str = "adamw"
     extras: tuple[str, ...] = ()  # one leaner saving alone, on top of leaner=False: gelu | conditioning | fused_adamw
     cuda_only: str = ""  # why the row means nothing without a CUDA GPU
-    lora_rank: int = 0  # train_gpt's lora_rank: 0 = full fine-tune
+    lora_rank: int = 0  # train_gpt's lora_rank (0: the whole GPT)
+    torch_compile: bool = False  # train_gpt's torch_compile
+    loader: str = ""  # "": the clips in order; random | grouped: the training loader over mixed-length clips
 
 
 _ALL = (True, True, True)
@@ -54,6 +56,12 @@ ROWS = [
         optimizer="adamw_8bit",
     ),
     Row("+ LoRA rank 16 (PEFT, c_attn/c_proj/c_fc)", *_ALL, leaner=True, tf32=True, lora_rank=16),
+]
+# The GPU table's rows beyond ROWS (benchmarks/gpu_table.py, bench_train.py --extra-rows).
+EXTRA = [
+    Row("mixed lengths (1-11.5 s), random batches", *_ALL, leaner=True, tf32=True, loader="random"),
+    Row("mixed lengths (1-11.5 s), + length grouping", *_ALL, leaner=True, tf32=True, loader="grouped"),
+    Row("+ torch.compile (GPT blocks)", *_ALL, leaner=True, tf32=True, torch_compile=True),
 ]
 BREAKDOWN = [
     Row("all three + fused GELU only", *_ALL, leaner=False, extras=("gelu",)),
@@ -116,7 +124,7 @@ def build_setup(row: Row, opts: argparse.Namespace, run_root: Path) -> Any:
     args = TrainArguments(
         version=opts.version,
         models_dir=str(opts.model_dir),
-        train_csv=str(opts.train_csv),
+        train_csv=str(opts.mixed_train_csv if row.loader else opts.train_csv),
         eval_csv=str(opts.eval_csv),
         output_path=str(run_root),
         num_epochs=1,
@@ -132,6 +140,9 @@ def build_setup(row: Row, opts: argparse.Namespace, run_root: Path) -> Any:
         num_workers=0,
         print_step=1_000_000,
         save_step=10_000_000,
+        lora_rank=row.lora_rank,
+        torch_compile=row.torch_compile,
+        length_grouping=row.loader == "grouped",
     )
     base = ensure_base_model(args.version, args.models_dir)
     report = validate_dataset(args.train_csv, args.eval_csv, "en", args.max_audio_length)
@@ -162,6 +173,7 @@ def evidence(trainer: Any) -> dict[str, Any]:
         "checkpointed_blocks": f"{sum(getattr(b, 'gradient_checkpointing', False) for b in gpt2.h)}/{len(gpt2.h)}",
         "conditioning_checkpointed": all("forward" in m.__dict__ for m in conditioning_modules(model.xtts.gpt)),
         "activation": type(gpt2.h[0].mlp.act).__name__,
+        "compiled_blocks": f"{sum(b._compiled_call_impl is not None for b in gpt2.h)}/{len(gpt2.h)}",
         "optimizer": f"{type(optimizer).__name__} ({optimizer_kernel(optimizer, trainer.use_cuda)})",
         "tf32": bool(torch.backends.cuda.matmul.allow_tf32),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
@@ -169,10 +181,12 @@ def evidence(trainer: Any) -> dict[str, Any]:
     }
 
 
-def collate(trainer: Any, needed: int) -> list[dict[str, Any]]:
-    """The run's training clips collated by the product's loader, in order (distinct clips in every batch)."""
+def collate(trainer: Any, needed: int, row: Row | None = None) -> list[dict[str, Any]]:
+    """The run's training clips collated by the product's loader, in order (distinct clips in every batch); for a
+    `loader` row, the training loader's batches (random, or length-grouped as the run's sampler draws them)."""
     model = trainer.model
-    loader = model.get_data_loader(trainer.config, is_eval=True, samples=trainer.train_samples, verbose=False)
+    training = bool(row and row.loader)
+    loader = model.get_data_loader(trainer.config, is_eval=not training, samples=trainer.train_samples, verbose=False)
     batches = list(loader)
     if len(batches) < needed:
         raise RuntimeError(f"{len(batches)} batches collated, {needed} needed: the dataset is too small.")
@@ -216,32 +230,53 @@ def shapes(batch: int, measured: list[dict[str, Any]]) -> dict[str, int]:
     }
 
 
-def measure(row: Row, opts: argparse.Namespace, setup: Any) -> dict[str, Any]:
-    """Warm up, time, and take the peak of one row's built setup."""
+def count_flops(step: Callable[[dict[str, Any]], Any], batch: dict[str, Any]) -> int:
+    """The FLOPs one training step executes (torch's FlopCounterMode: matmuls, convolutions, attention; the
+    recompute of checkpointed blocks included)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        step(batch)
+    return int(counter.get_total_flops())
+
+
+def measure(row: Row, opts: argparse.Namespace, setup: Any, batch_size: int | None = None) -> dict[str, Any]:
+    """Warm up, time, and take the peak of one row's built setup (at `batch_size` clips, default opts.batch)."""
     from utils.memory_plan.measure import measure_cpu_step, model_and_optimizer_tensors, resident_bytes
 
     trainer, model = setup.trainer, setup.trainer.model
     cuda = trainer.use_cuda
+    batch_size = batch_size or opts.batch
+    trainer.config.batch_size = trainer.config.eval_batch_size = batch_size  # the training and the in-order loader
     if cuda and not row.leaner:
         model.xtts.hifigan_decoder.to("cuda")  # coqui kept it on the GPU; the product moves it off
-    batches = collate(trainer, opts.warmup + opts.steps + (0 if cuda else 1))
+    batches = collate(trainer, opts.warmup + opts.steps + (0 if cuda else 1), row)
     peaks: list[tuple[int, int]] = []
+    callbacks = trainer.callbacks.callbacks_on_train_step_end
+    callbacks[:] = [c for c in callbacks if not getattr(c, "bench_peak", False)]  # one per measure() call
     if cuda:  # read each step's peak before the metrics logger resets it for its record
-        trainer.callbacks.callbacks_on_train_step_end.insert(
-            0, lambda _: peaks.append((torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()))
-        )
+
+        def read_peak(_: Any) -> None:
+            peaks.append((torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()))
+
+        read_peak.bench_peak = True  # type: ignore[attr-defined]
+        callbacks.insert(0, read_peak)
     model.on_train_epoch_start(trainer)
     step = stepper(row, trainer, len(batches))
-    for batch in batches[: opts.warmup]:
-        step(batch)
+    warmup_times = [step(batch)[0] for batch in batches[: opts.warmup]]
     timed = batches[opts.warmup : opts.warmup + opts.steps]
-    record: dict[str, Any] = {**timing([step(batch) for batch in timed], opts.batch), "evidence": evidence(trainer)}
+    record: dict[str, Any] = {**timing([step(batch) for batch in timed], batch_size), "evidence": evidence(trainer)}
+    record["warmup_times"] = warmup_times
+    if row.torch_compile:  # what the warm-up steps took beyond ordinary steps: compiling (and recompiling)
+        record["compile_s"] = sum(warmup_times) - len(warmup_times) * record["step_s"]
     if cuda:
         timed_peaks = peaks[opts.warmup : opts.warmup + opts.steps]
         record["gpu_peak_bytes"] = max(p[0] for p in timed_peaks)
         record["gpu_reserved_bytes"] = max(p[1] for p in timed_peaks)
+    if getattr(opts, "flops", False) and not row.torch_compile:  # the compiled step does the same math
+        record["step_flops"] = count_flops(step, timed[0])
     if row.leaner and opts.epoch2:  # the same clips again: their DVAE codes come from the cache
-        epoch2 = timing([step(batch) for batch in timed], opts.batch)
+        epoch2 = timing([step(batch) for batch in timed], batch_size)
         record["epoch2_step_s"], record["epoch2_cpu_s"] = epoch2["step_s"], epoch2["step_cpu_s"]
     measured = timed
     if not cuda:
@@ -250,8 +285,18 @@ def measure(row: Row, opts: argparse.Namespace, setup: Any) -> dict[str, Any]:
         peak = measure_cpu_step(lambda: step(extra), resident)
         record.update(cpu_allocator_peak_bytes=peak.peak_bytes, cpu_resident_bytes=peak.resident_bytes)
         measured = [*timed, extra]
-    record["shapes"] = shapes(opts.batch, measured)
+    record["shapes"] = shapes(batch_size, measured)
     return record
+
+
+def measure_or_error(row: Row, opts: argparse.Namespace, setup: Any, batch_size: int) -> dict[str, Any]:
+    """measure(); a batch that does not fit the GPU is an error of its own, the next batch size still runs."""
+    try:
+        return measure(row, opts, setup, batch_size)
+    except torch.OutOfMemoryError as exc:
+        setup.trainer.optimizer[0].zero_grad(set_to_none=True)
+        torch.cuda.empty_cache()
+        return {"error": f"out of memory at batch {batch_size}: {str(exc)[:160]}"}
 
 
 def run_row(row: Row, opts: argparse.Namespace) -> dict[str, Any]:
@@ -263,7 +308,11 @@ def run_row(row: Row, opts: argparse.Namespace) -> dict[str, Any]:
         started = time.perf_counter()
         setup = build_setup(row, opts, Path(run_root))
         setup_s = time.perf_counter() - started
-        record = {"row": asdict(row), "batch": opts.batch, "setup_s": setup_s, **measure(row, opts, setup)}
+        batch_sizes = getattr(opts, "batches", None) or [opts.batch]
+        results = {size: measure_or_error(row, opts, setup, size) for size in batch_sizes}
+        record = {"row": asdict(row), "batch": batch_sizes[0], "setup_s": setup_s, **results[batch_sizes[0]]}
+        if len(batch_sizes) > 1:  # one setup, several batch sizes (the GPU table): each with its own peak
+            record["by_batch"] = {str(size): {"batch": size, **result} for size, result in results.items()}
         record["machine"] = common.machine()  # torch threads as the row ran (the product sets them for training)
         setup.release()
     record["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

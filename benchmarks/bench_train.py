@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_common as common
 import torch
-from bench_row import BREAKDOWN, ROWS, Row, run_row, skip_reason
+from bench_row import BREAKDOWN, EXTRA, ROWS, Row, run_row, skip_reason
 from bench_tables import metadata, summary, tables
 
 # --- the planner's predictions (in the parent, after the rows) -------------------------------------------
@@ -74,9 +74,11 @@ def plan(row: Row, opts: argparse.Namespace, shapes: dict[str, int] | None) -> d
 
     if set(row.extras) & {"gelu", "conditioning"}:
         return {"note": "the planner models the leaner steps as one group"}
+    note = {"note": "planned as the eager step (the planner does not model torch.compile)"} if row.torch_compile else {}
     keywords, options = planner_keywords(row, opts)
     worst = estimate_gpt_memory(**keywords, **options)
     result = {
+        **note,
         "worst_case_bytes": worst.traced_peak_bytes,
         "worst_case_peak_gib": worst.peak_gib,
         "worst_case_shapes": {k: worst.settings[k] for k in ("max_audio_length", "text_tokens")},
@@ -97,7 +99,10 @@ def plan(row: Row, opts: argparse.Namespace, shapes: dict[str, int] | None) -> d
 # --- the parent: rows, planner, table ------------------------------------------------------------------
 
 
-def run_in_subprocess(index: int, opts: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
+def run_in_subprocess(
+    index: int, opts: argparse.Namespace, log_dir: Path, timeout: float | None = None
+) -> dict[str, Any]:
+    """One row in its own process (its peak is its own); past `timeout` seconds it is killed, an error row."""
     result = log_dir / f"row-{index}.json"
     command = [
         sys.executable,
@@ -126,10 +131,19 @@ def run_in_subprocess(index: int, opts: argparse.Namespace, log_dir: Path) -> di
         str(opts.eval_csv),
     ]
     command += (["--no-epoch2"] if not opts.epoch2 else []) + (["--leaner-breakdown"] if opts.leaner_breakdown else [])
+    command += ["--extra-rows"] if opts.extra_rows else []
+    command += ["--flops"] if opts.flops else []
+    command += ["--batches", *map(str, opts.batches)] if opts.batches else []
+    command += ["--mixed-train-csv", str(opts.mixed_train_csv)] if opts.mixed_train_csv else []
     log = log_dir / f"row-{index}.log"
     started = time.perf_counter()
     with open(log, "w", encoding="utf-8") as handle:
-        code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, check=False).returncode
+        try:
+            code = subprocess.run(
+                command, stdout=handle, stderr=subprocess.STDOUT, check=False, timeout=timeout
+            ).returncode
+        except subprocess.TimeoutExpired:
+            return {"error": f"timed out after {timeout:.0f} s (its time budget)"}
     if code != 0 or not result.is_file():
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
         return {"error": f"exit {code}: {' / '.join(tail)[-300:]}"}
@@ -139,7 +153,7 @@ def run_in_subprocess(index: int, opts: argparse.Namespace, log_dir: Path) -> di
 
 
 def all_rows(opts: argparse.Namespace) -> list[Row]:
-    return ROWS + (BREAKDOWN if opts.leaner_breakdown else [])
+    return ROWS + (BREAKDOWN if opts.leaner_breakdown else []) + (EXTRA if opts.extra_rows else [])
 
 
 def measure_rows(opts: argparse.Namespace) -> list[dict[str, Any]]:
@@ -192,12 +206,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help=f"Where the model and clips are built once (default {common.default_model_dir()}).",
     )
     parser.add_argument("--leaner-breakdown", action="store_true", help="Also each leaner saving alone.")
+    parser.add_argument("--extra-rows", action="store_true", help="Also LoRA, length grouping, torch.compile.")
+    parser.add_argument("--flops", action="store_true", help="Count each row's FLOPs on one more step.")
+    parser.add_argument("--batches", type=int, nargs="+", default=None, help="Several batch sizes per row process.")
     parser.add_argument("--rows", type=int, nargs="+", default=None, help="Run only these rows (0-based).")
     parser.add_argument("--merge", type=Path, default=None, help="Keep the other rows from this earlier .json.")
     parser.add_argument("--no-epoch2", dest="epoch2", action="store_false", help="Skip the cached-codes timing.")
     parser.add_argument("--no-planner", dest="planner", action="store_false", help="Skip the planner's columns.")
     parser.add_argument("--out", type=Path, default=None, help="Also write the tables (and a .json beside them).")
-    for internal in ("--only-row", "--result-file", "--version", "--train-csv", "--eval-csv"):
+    for internal in ("--only-row", "--result-file", "--version", "--train-csv", "--eval-csv", "--mixed-train-csv"):
         parser.add_argument(internal, default=None, help=argparse.SUPPRESS)
     opts = parser.parse_args(argv)
     gpu = opts.device == "cuda"
@@ -205,7 +222,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         parser.error("no CUDA GPU: use --device cpu")
     opts.device_type = opts.device
     opts.full_size = (gpu and not opts.tiny) or opts.full_size
-    opts.batch = opts.batch or (8 if gpu else 2)
+    opts.batch = (opts.batches or [None])[0] or opts.batch or (8 if gpu else 2)
     opts.warmup = opts.warmup if opts.warmup is not None else (3 if gpu else 1)
     opts.steps = opts.steps or (10 if gpu else 2)
     opts.model_dir = (opts.model_dir or common.default_model_dir()).resolve()
@@ -217,8 +234,12 @@ def prepare(opts: argparse.Namespace) -> None:
     opts.model_dir.mkdir(parents=True, exist_ok=True)
     opts.version = common.ensure_model(opts.model_dir, opts.full_size)
     batches = opts.warmup + opts.steps + 1
-    folder = opts.model_dir / f"bench-clips-{batches * opts.batch}"
-    opts.train_csv, opts.eval_csv = common.write_dataset(folder, batches * opts.batch, 2)
+    clips = batches * max(opts.batches or [opts.batch])
+    folder = opts.model_dir / f"bench-clips-{clips}"
+    opts.train_csv, opts.eval_csv = common.write_dataset(folder, clips, 2)
+    if opts.extra_rows:  # the length-grouping rows: LJSpeech-like spread of lengths, twice the clips (epoch's end)
+        mixed = opts.model_dir / f"bench-mixed-clips-{2 * clips}"
+        opts.mixed_train_csv, _ = common.write_dataset(mixed, 2 * clips, 2, seconds=(1.0, 11.5))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -158,6 +158,7 @@ def test_apply_sets_the_trainer_config_for_the_detected_gpu(tiny_base, tmp_path,
         "fused GELU",
         "fused AdamW",
         "8-bit AdamW",
+        "torch.compile",
     }
     assert config.optimizer_params.get("fused") is True, "a CUDA GPU steps AdamW with the fused kernel"
     assert all(item["reason"] for item in report.skipped)

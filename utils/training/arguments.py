@@ -294,6 +294,11 @@ class TrainArguments:
         "50 batches, batched, the batches shuffled): less padding per batch, so more clips per second at batch 4 "
         "and up. Off: plain shuffled batches.",
     )
+    torch_compile: bool = option(
+        False,
+        "Compile the GPT blocks with torch.compile (TorchInductor): the first step takes minutes longer. Off by "
+        "default: unmeasured on a GPU so far, and no faster on a CPU (1.01x); benchmarks/gpu_table.py measures it.",
+    )
 
     # LoRA (utils.training.lora): adapters on the GPT2 blocks instead of training the whole GPT.
     lora_rank: int = option(

@@ -25,6 +25,7 @@ CUDNN_BENCHMARK = "cuDNN benchmark"
 FUSED_GELU = "fused GELU"
 FUSED_ADAMW = "fused AdamW"
 ADAMW_8BIT = "8-bit AdamW"
+TORCH_COMPILE = "torch.compile"
 OPTIMIZERS = ("adamw", "adamw_8bit")
 
 
@@ -176,6 +177,35 @@ def configure_optimizer(config: Any, fused: bool, eight_bit: bool) -> None:
     config.optimizer_params = params
 
 
+def compile_unavailable(cuda: bool) -> str:
+    """Why torch.compile cannot run here ('' when it can): TorchDynamo on this Python, and the code generator
+    Inductor needs (Triton on a CUDA GPU, a C++ compiler on a CPU)."""
+    import shutil
+
+    from torch._dynamo import is_dynamo_supported
+
+    if not is_dynamo_supported():
+        return "TorchDynamo does not support this Python or platform"
+    if cuda:
+        from torch.utils._triton import has_triton
+
+        return "" if has_triton() else "Triton is not installed (Inductor generates the GPU kernels with it)"
+    return "" if shutil.which("g++") or shutil.which("c++") else "no C++ compiler (Inductor builds CPU code with one)"
+
+
+def configure_compile(gpt2: torch.nn.Module, enable: bool, backend: str = "inductor") -> int:
+    """Compile each GPT2 block in place (`Module.compile`: the block keeps its class and its state-dict names, so
+    checkpoints, LoRA and gradient checkpointing see the same model). Compilation happens at the first step;
+    `dynamic=True` because every batch has other lengths (one graph for all of them, not one per length).
+    Returns the blocks compiled."""
+    for block in gpt2.h:
+        if enable:
+            block.compile(backend=backend, dynamic=True)
+        else:
+            block._compiled_call_impl = None  # back to eager
+    return len(gpt2.h) if enable else 0
+
+
 class TrainingOptimizer:
     """Applies the three training optimizations (and the GPU flags they need) to a coqui GPTTrainer."""
 
@@ -190,6 +220,7 @@ class TrainingOptimizer:
         enable_tf32: bool = True,
         optimizer: str = "adamw",
         leaner_steps: bool = True,
+        torch_compile: bool = False,
     ) -> None:
         choose_precision(None, precision)  # validates the name
         if optimizer not in OPTIMIZERS:
@@ -204,6 +235,7 @@ class TrainingOptimizer:
         # False reproduces coqui's step as shipped (composite GELU, torch's default AdamW kernel, conditioning path
         # kept): the benchmark and the planner measure each saving on and off.
         self.leaner_steps = leaner_steps
+        self.torch_compile = torch_compile
 
     @classmethod
     def from_arguments(cls, args: Any, gpu: GPUInfo | None = None, **overrides: Any) -> TrainingOptimizer:
@@ -217,6 +249,7 @@ class TrainingOptimizer:
             gpu,
             enable_tf32=args.enable_tf32,
             optimizer=args.optimizer,
+            torch_compile=getattr(args, "torch_compile", False),
             **overrides,
         )
 
@@ -275,7 +308,20 @@ class TrainingOptimizer:
         else:
             report.skip(FUSED_GELU, "leaner steps off: coqui's step as shipped")
         self._plan_optimizer(report)
+        self._plan_compile(report)
         return report
+
+    def _plan_compile(self, report: OptimizationReport) -> None:
+        if not self.torch_compile:
+            report.skip(TORCH_COMPILE, "off by default: not yet measured on a GPU (torch_compile=True turns it on)")
+        elif why_not := compile_unavailable(self.gpu.available):
+            report.skip(TORCH_COMPILE, why_not)
+        else:
+            report.add(
+                TORCH_COMPILE,
+                "each GPT block compiled by TorchInductor (dynamic shapes) at the first step: that step takes "
+                "minutes longer; unmeasured on a GPU, no faster on a CPU (1.01x)",
+            )
 
     def _plan_optimizer(self, report: OptimizationReport) -> None:
         eight_bit, why_not = self.eight_bit_adamw()
@@ -323,4 +369,5 @@ class TrainingOptimizer:
             id(getattr(model, "config", config)): getattr(model, "config", config),
         }.values():
             configure_optimizer(target, report.is_applied(FUSED_ADAMW), report.is_applied(ADAMW_8BIT))
+        configure_compile(gpt2, report.is_applied(TORCH_COMPILE))
         return report

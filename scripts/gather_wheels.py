@@ -1,0 +1,207 @@
+"""Gather the wheels the GPU benchmark needs on an air-gapped GPU box into `.whl/` (git-ignored), under 64 MiB.
+
+The box (Python 3.12, manylinux x86-64, no package index) already holds PyTorch and much of the scientific
+stack (BOX_HAS, read off the device image's package list); this fetches the project's pinned packages that
+the benchmark imports and are missing there, and each of their needs that is missing there too, one version
+of each (requirements.txt's pin, else the version this checkout's environment runs, else the newest). Only
+pip and the standard library are used, so it runs before any environment exists.
+
+    python3 scripts/gather_wheels.py            # then, on the box: benchmarks/gpu_table.py installs them
+
+bitsandbytes ships its library for every CUDA and ROCm release (41 MiB); the box's PyTorch is CUDA 13.0, so
+its wheel is repacked with the CUDA 13.x and CPU libraries alone (4 MiB; the RECORD rewritten to match).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import re
+import subprocess
+import sys
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+from pip._vendor.packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT = 64 * 1024**2
+PYTHON = "3.12"
+# The 'cuda' image of the GPU boxes (/work/.library/device/KINDS.md, "Python packages already there").
+_BOX_IMAGE = """
+    absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
+    charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder
+    cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers flax
+    fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx huggingface-hub humanize
+    hypothesis idna imageio iniconfig interface-meta jax jax-cuda13-pjrt jax-cuda13-plugin jaxlib jaxtyping jinja2
+    joblib kiwisolver lazy-loader lightning lightning-utilities linear-operator lineax llvmlite lxml markdown
+    markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack multidict multipledispatch
+    mypy-extensions nanobind narwhals networkx ninja numba numba-cuda numpy numpyro nvidia-cublas nvidia-cuda-cupti
+    nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusolver
+    nvidia-cusparse nvidia-cusparselt-cu13 nvidia-ml-py nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13
+    nvidia-nvtx onnx onnx-ir onnxruntime onnxscript opencv-python-headless optax opt-einsum opt-einsum-fx optimistix
+    orbax-checkpoint packaging pandas pathspec patsy peft pillow pip pluggy portalocker prometheus-client propcache
+    protobuf psutil py-cpuinfo pyarrow pybind11 pygments pyparsing pyproject-hooks pyre-extensions pytest
+    pytest-benchmark pytest-cov pytest-mock pytest-timeout pytest-xdist python-dateutil pytorch-lightning pyyaml regex
+    requests rich sacrebleu safetensors scikit-build-core scikit-image scikit-learn scipy seaborn sentencepiece
+    sentence-transformers setuptools shellingham simplejson six sortedcontainers statsmodels sympy tabulate
+    tensorboard tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm tokenizers toolz torch
+    torchaudio torchdiffeq torch-geometric torchmetrics torchvision tqdm transformers treescope triton typer
+    typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray
+    xxhash yarl zipp"""
+BOX_HAS = frozenset(_BOX_IMAGE.split())
+# What the benchmark imports that the box lacks (coqui's XTTS training path, 8-bit AdamW, the product's audio I/O;
+# `import TTS` refuses to start without torchcodec beside torch >= 2.9, though WAV clips are read by soundfile).
+ROOTS = ("coqui-tts", "coqui-tts-trainer", "bitsandbytes", "soundfile", "torchcodec")
+# Declared by coqui-tts but never imported on the XTTS training path (the alignment search of other
+# models); leaving it out keeps the folder small. A row that needed it would fail with its name.
+NOT_NEEDED = frozenset({"monotonic-alignment-search"})
+# A marker environment of the box, for the Requires-Dist lines that carry one.
+MARKERS = {
+    "python_version": PYTHON,
+    "python_full_version": PYTHON + ".3",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "extra": "",
+}
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64")
+PLATFORMS += ("manylinux2014_x86_64", "manylinux1_x86_64", "any")
+BNB_KEEP = re.compile(r"libbitsandbytes_(cpu|cuda13\d*)\.so$")
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pins() -> dict[str, str]:
+    """requirements.txt's exact pins."""
+    found = {}
+    for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        match = re.match(r"\s*([A-Za-z0-9_.\-]+)\s*==\s*([^\s;#]+)", line)
+        if match:
+            found[canonical(match.group(1))] = match.group(2)
+    return found
+
+
+def venv_versions() -> dict[str, str]:
+    """The versions this checkout's .venv runs with (its *.dist-info folders), for what requirements.txt leaves
+    unpinned: the box then runs what the tests here ran."""
+    found = {}
+    for info in (ROOT / ".venv").glob("lib/python*/site-packages/*.dist-info"):
+        name, _, version = info.name[: -len(".dist-info")].partition("-")
+        found[canonical(name)] = version
+    return found
+
+
+def chosen_version(name: str, pinned: dict[str, str], local: dict[str, str]) -> str | None:
+    if name in pinned:
+        return pinned[name]
+    if name in local:
+        return local[name]
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def download(spec: str, dest: Path) -> Path:
+    before = set(dest.glob("*.whl"))
+    command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:"]
+    command += ["--python-version", PYTHON, "--implementation", "cp", "-d", str(dest), spec]
+    for platform in PLATFORMS:
+        command += ["--platform", platform]
+    if subprocess.run(command, check=False).returncode != 0:
+        # A source-only release (docopt): built here, which is right only for pure Python (checked below).
+        print(f"{spec}: no wheel published; building one from its source", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest), spec], check=True)
+    new = set(dest.glob("*.whl")) - before
+    if any("-none-any.whl" not in w.name and "manylinux" not in w.name for w in new):
+        raise SystemExit(f"{spec}: built for this machine only ({', '.join(w.name for w in new)}): not for the box")
+    name = canonical(re.split(r"[=<>!~ ]", spec)[0])
+    matches = new or {w for w in dest.glob("*.whl") if canonical(w.name.split("-")[0]) == name}
+    return sorted(matches)[-1]
+
+
+def requirements(wheel: Path) -> list[str]:
+    """The names a wheel needs at run time on the box (extras and other platforms' markers left out)."""
+    with zipfile.ZipFile(wheel) as archive:
+        meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        text = archive.read(meta).decode("utf-8")
+    needed = []
+    for line in text.splitlines():
+        if line.startswith("Requires-Dist:"):
+            req = Requirement(line.split(":", 1)[1].strip())
+            if req.marker is None or req.marker.evaluate(MARKERS):
+                needed.append(canonical(req.name))
+    return needed
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def slim_bitsandbytes(wheel: Path) -> None:
+    """Keep the CUDA 13 and CPU libraries only (the box's torch is cu130); RECORD rewritten to match."""
+    slim = wheel.with_suffix(".slim")
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(slim, "w", zipfile.ZIP_DEFLATED) as target:
+        kept = [
+            i
+            for i in source.infolist()
+            if not re.search(r"libbitsandbytes_\w+\.so$", i.filename) or BNB_KEEP.search(i.filename)
+        ]
+        record = next(i.filename for i in kept if i.filename.endswith(".dist-info/RECORD"))
+        lines = []
+        for info in kept:
+            if info.filename == record:
+                continue
+            data = source.read(info)
+            target.writestr(info, data)
+            lines.append(_record_line(info.filename, data))
+        target.writestr(record, "\n".join([*lines, f"{record},,"]) + "\n")
+    slim.replace(wheel)
+
+
+def gather(dest: Path) -> list[Path]:
+    dest.mkdir(parents=True, exist_ok=True)
+    pinned, local = pins(), venv_versions()
+    queue, seen, wheels = [canonical(r) for r in ROOTS], set(), []
+    while queue:
+        name = queue.pop(0)
+        if name in seen or name in BOX_HAS or name in NOT_NEEDED:
+            continue
+        seen.add(name)
+        version = chosen_version(name, pinned, local)
+        wheel = download(f"{name}=={version}" if version else name, dest)
+        if name == "bitsandbytes":
+            slim_bitsandbytes(wheel)
+        wheels.append(wheel)
+        print(f"{wheel.name:70s} {wheel.stat().st_size / 1024**2:6.2f} MiB", flush=True)
+        queue += requirements(wheel)
+    return wheels
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dest", type=Path, default=ROOT / ".whl", help="Folder of the wheels (default .whl/).")
+    opts = parser.parse_args(argv)
+    for old in opts.dest.glob("*.whl"):  # one version of each: a stale one would stop the whole install
+        old.unlink()
+    wheels = gather(opts.dest)
+    total = sum(w.stat().st_size for w in wheels)
+    print(f"{len(wheels)} wheels, {total / 1024**2:.2f} MiB in {opts.dest} (limit {LIMIT / 1024**2:.0f} MiB)")
+    if total > LIMIT:
+        largest = sorted(wheels, key=lambda w: -w.stat().st_size)[:3]
+        print("Over the limit; the largest: " + ", ".join(w.name for w in largest), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
