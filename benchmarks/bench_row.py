@@ -140,7 +140,6 @@ def build_setup(row: Row, opts: argparse.Namespace, run_root: Path) -> Any:
         num_workers=0,
         print_step=1_000_000,
         save_step=10_000_000,
-        lora_rank=row.lora_rank,
         torch_compile=row.torch_compile,
         length_grouping=row.loader == "grouped",
     )
