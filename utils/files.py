@@ -205,6 +205,12 @@ class JsonlFollower:
         self.inode: int | None = None
         self.records: list[dict[str, Any]] = []
 
+    def skip_existing(self) -> None:
+        """Follow only what is appended from now on (the file as it is now is taken as read)."""
+        if self.path is not None and self.path.is_file():
+            status = self.path.stat()
+            self.inode, self.offset = status.st_ino, status.st_size
+
     def follow(self, path: PathLike | None = None) -> list[dict[str, Any]]:
         """All complete records so far (a line being written right now is read next time)."""
         if path is not None and Path(path) != self.path:

@@ -350,14 +350,15 @@ def test_a_killed_launcher_makes_the_ranks_stop_with_a_checkpoint(tmp_path, tiny
 
 @pytest.mark.slow
 def test_early_stopping_decided_on_rank_zero_stops_every_rank_after_the_same_step(tmp_path, tiny_base, traced):
-    """With a learning rate of 0 the eval loss repeats: patience 1 runs out at the second epoch's end (step 4).
+    """With a learning rate of 1e-30 (no weight changes in float32) the eval loss repeats: patience 1 runs out at
+    the second epoch's end (step 4).
     Only rank 0 evaluates; both ranks must stop together at the next step, with a checkpoint and the reason."""
     csv_path = write_dataset(tmp_path / "data", n=14)
     result = train_gpt(
         **{**COMMON, "grad_acumm": 1, "save_step": 100},
         train_csv=str(csv_path),
         output_path=str(tmp_path / "out"),
-        learning_rate=0.0,
+        learning_rate=1e-30,  # far below float32 resolution of the weights: they never change (0 is refused)
         best_by="eval_loss",
         early_stop_patience=1,
         quality_eval=0,

@@ -164,16 +164,16 @@ def test_without_a_whisper_model_the_cer_says_why_and_training_goes_on(tmp_path,
 
 
 def test_early_stopping_stops_when_the_rule_cannot_improve_even_across_a_resume(tmp_path, tiny_base, whisper_dir):
-    """With a learning rate of 0 the weights never change, so the same seed speaks the same clips and every score
-    repeats. Patience 2: evaluations at steps 3 (best) and 6 (no improvement), a stop, a resume; the evaluation at
-    step 9 is the second without improvement only if the count survived the resume, and it ends the run through
-    the Stop button's path although a 4th epoch was asked for."""
+    """With a learning rate of 1e-30 the weights never change (float32), so the same seed speaks the same clips and
+    every score repeats. Patience 2: evaluations at steps 3 (best) and 6 (no improvement), a stop, a resume; the
+    evaluation at step 9 is the second without improvement only if the count survived the resume, and it ends the
+    run through the Stop button's path although a 4th epoch was asked for."""
     csv_path = write_dataset(tmp_path / "data", n=12)
     common = dict(
         train_csv=str(csv_path),
         output_path=str(tmp_path / "out"),
         num_epochs=4,
-        learning_rate=0.0,
+        learning_rate=1e-30,  # far below float32 resolution of the weights: they never change (0 is refused)
         best_by="cer",
         early_stop_patience=2,
         whisper_model=whisper_dir,

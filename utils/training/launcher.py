@@ -175,10 +175,13 @@ class _RunFollower:
         self.callback = callback
         self.run_dir: Path | None = None
         self.metrics = JsonlFollower()
+        # This session's records only: a resumed run's earlier records are skipped, also when the resume rewrites
+        # metrics.jsonl (setting aside steps it trains again), which makes the follower read it from its start.
+        self.started = time.time()
         if resume_from:
             folder = Path(resume_from).expanduser()
-            metrics = (folder.parent if folder.is_file() else folder) / METRICS_FILE
-            self.metrics.offset = metrics.stat().st_size if metrics.is_file() else 0
+            self.metrics.path = (folder.parent if folder.is_file() else folder) / METRICS_FILE
+            self.metrics.skip_existing()
 
     def poll(self) -> None:
         if self.run_dir is None:
@@ -188,7 +191,7 @@ class _RunFollower:
             self.run_dir = Path(where["run_dir"])
             self.metrics.path = self.run_dir / METRICS_FILE
         records = self.metrics.follow()
-        new = list(records)
+        new = [r for r in records if not isinstance(r.get("time"), (int, float)) or r["time"] >= self.started - 1]
         records.clear()  # the follower keeps its offset; a long run's records are not kept here
         if self.callback is not None:
             for record in new:
