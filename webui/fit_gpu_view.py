@@ -10,6 +10,7 @@ import gradio as gr
 from utils.memory_plan.fit_gpu import CARD_SIZES_GB
 from webui import form
 from webui.context import GPU_QUEUE, UIContext
+from webui.shown import shown
 
 THIS_GPU = "this GPU's free memory"
 CARD_CHOICES = [THIS_GPU, *(f"{size} GB card" for size in CARD_SIZES_GB)]
@@ -41,7 +42,7 @@ def fit_for_form(ctx: UIContext, values: dict[str, Any], card: str) -> tuple[Any
         keywords = {k: v for k, v in arguments.to_dict().items() if k not in ("train_csv", "eval_csv", "resume_from")}
         fit = fit_my_gpu(card_gb=card_gb(card), **keywords)
     except ValueError as exc:
-        return (f"**Fit my GPU:** {exc}", *unchanged)
+        return (f"**Fit my GPU:** {shown(exc)}", *unchanged)
     updates = tuple(gr.update(value=form.to_display(name, fit.keywords[name])) for name in FILLED)
     return ("#### Fit my GPU: the form now holds\n" + fit.to_markdown(), *updates)
 

@@ -37,6 +37,8 @@ PLAN_OPTIONS = (
     "precision",
     "enable_tf32",
     "optimizer",
+    "torch_compile",
+    "lora_rank",
 )
 
 
@@ -46,8 +48,11 @@ def plan_markdown(*values: Any) -> str:
     try:
         args = TrainArguments(**{k: bool(v) if k.startswith("enable_") else v for k, v in given.items()})
     except ValueError as exc:
-        return f"#### What will be applied\n{exc}"
-    return "#### What will be applied\n" + TrainingOptimizer.from_arguments(args).plan().to_markdown()
+        return f"#### What will be applied\n{shown(exc)}"
+    text = "#### What will be applied\n" + TrainingOptimizer.from_arguments(args).plan().to_markdown()
+    if args.lora_rank:  # applied when the model is built (utils.training.lora), so not in the optimizer's plan
+        text += f"\n- **LoRA**: rank {args.lora_rank}: the GPT frozen, low-rank adapters on its blocks trained"
+    return text
 
 
 def _whole(value: Any, default: int = 1) -> int:

@@ -36,6 +36,10 @@ def finished_run(tmp_path_factory, tiny_base):
         (dict(vocab_new_tokens=10), "vocab_new_tokens 10"),
         (dict(other_dataset=True, num_epochs=1), "holds other rows than the one the run trained on"),
         (dict(num_epochs=1), "nothing is left to train"),
+        # LoRA's rank, alpha and targets are in the weights (the merge reads the saved scaling): another run.
+        (dict(lora_rank=8), "lora_rank 8, lora_alpha 16, lora_targets 'c_attn,c_proj,c_fc' (the run trained as a full"),
+        # The interrupted epoch's batch order depends on it.
+        (dict(length_grouping=False), "length_grouping=False (the run trained with True)"),
     ],
 )
 def test_a_resume_that_would_not_continue_its_run_is_refused_and_writes_nothing(finished_run, change, says):
@@ -73,3 +77,20 @@ def test_the_same_dataset_in_another_folder_resumes_and_history_keeps_each_leg(f
     assert record["changed_on_resume"]["num_epochs"] == [1, 2]
     assert record["dataset"]["fingerprint"] == first["dataset"]["fingerprint"]
     assert record["steps_done"] == 4
+
+
+def test_another_lora_alpha_or_rank_is_another_run_and_the_same_settings_written_otherwise_are_not():
+    """The merge into ready/ reads the scaling saved in the checkpoint: a resume with another alpha would export
+    weights the run never trained with."""
+    from utils.training.arguments import TrainArguments
+    from utils.training.resume_checks import _lora_difference
+
+    trained = {"lora_rank": 8, "lora_alpha": 0, "lora_targets": "c_attn,c_proj,c_fc"}  # alpha 0 means 2 x rank
+    assert _lora_difference(trained, TrainArguments(lora_rank=8, lora_alpha=32)) == (
+        "lora_rank 8, lora_alpha 32, lora_targets 'c_attn,c_proj,c_fc' "
+        "(the run trained as lora_rank 8, lora_alpha 16, lora_targets 'c_attn,c_proj,c_fc')"
+    )
+    assert "lora_rank 4" in _lora_difference(trained, TrainArguments(lora_rank=4, lora_alpha=16))
+    assert "a full fine-tune" in _lora_difference(trained, TrainArguments())
+    same = TrainArguments(lora_rank=8, lora_alpha=16, lora_targets="c_fc, c_attn,c_proj")
+    assert _lora_difference(trained, same) == ""

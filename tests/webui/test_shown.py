@@ -97,3 +97,16 @@ def test_zero_width_and_bidi_characters_are_made_visible(tmp_path, tiny_base, te
 def test_estimate_with_auto_batch_shows_the_whole_message(tmp_path):
     message = memory_plan_markdown(make_context(tmp_path), {**FORM, "batch_size": "auto"})
     assert "free_bytes=<free GPU memory in bytes>" in assert_shown_as_text(message)
+
+
+def test_fit_my_gpu_and_what_will_be_applied_show_a_refused_value_as_text(tmp_path):
+    """Issue 19 x 21: the Fit my GPU panel and "What will be applied" echo a refused value from the form or the API."""
+    from tests.webui.test_handlers import FORM
+    from webui.fit_gpu_view import fit_for_form
+    from webui.train_tab import plan_markdown
+
+    hostile = "[click](https://evil.example)<img src=x onerror=alert(1)>"
+    message = fit_for_form(make_context(tmp_path), {**FORM, "lora_targets": hostile}, "8 GB card")[0]
+    assert_shown_as_text(message)
+    assert "not known" in rendered(message)[1]
+    assert_shown_as_text(plan_markdown(True, True, True, hostile, True, "adamw", False, 0))

@@ -201,8 +201,8 @@ class TrainArguments:
     )
     optimizer: str = option(
         "adamw",
-        "adamw (fused on CUDA) | adamw_8bit (bitsandbytes' AdamW8bit, on CUDA or a CPU: a quarter of the "
-        "optimizer memory; falls back to adamw with a reason if bitsandbytes is missing).",
+        "adamw (fused kernels where torch has them: CUDA and CPU) | adamw_8bit (bitsandbytes' AdamW8bit, on CUDA "
+        "or a CPU: a quarter of the optimizer memory; falls back to adamw with a reason if bitsandbytes is missing).",
         choices=OPTIMIZERS,
         ui=UI("Optimizer", SPEED, "radio"),
     )
@@ -293,11 +293,13 @@ class TrainArguments:
         "Every clip once per epoch in batches of similar length (shuffled, sorted by duration within windows of "
         "50 batches, batched, the batches shuffled): less padding per batch, so more clips per second at batch 4 "
         "and up. Off: plain shuffled batches.",
+        ui=UI("Length-grouped batches", SPEED, info="less padding; every clip once per epoch"),
     )
     torch_compile: bool = option(
         False,
         "Compile the GPT blocks with torch.compile (TorchInductor): the first step takes minutes longer. Off by "
         "default: unmeasured on a GPU so far, and no faster on a CPU (1.01x); benchmarks/gpu_table.py measures it.",
+        ui=UI("torch.compile the GPT blocks", ADVANCED, info="minutes to compile; unmeasured on a GPU"),
     )
 
     # LoRA (utils.training.lora): adapters on the GPT2 blocks instead of training the whole GPT.

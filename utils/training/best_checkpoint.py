@@ -129,21 +129,25 @@ class CheckpointChoice:
         elif self.evaluator is not None:
             log.info("Quality evaluation at step %d %s.", step, self.budget.reason_skipped())
         better, by, why = self.decide(step, values, quality["reasons"] if quality else [])
-        if better and trainer.checkpoints.save_best(trainer, step, losses) is not None:
+        candidate = {
+            "rule": self.rule.value,
+            "step": step,
+            "value": self.rule.value_of(values) if by == self.rule.value else None,
+            "by": by,
+            "why": why,
+            "metrics": values,
+            "checkpoint": str(self.run_dir / BEST_MODEL_FILE),
+        }
+        # run.json names the best once best_model.pth holds it: the write may still be in flight (a background
+        # save), and a kill -9 or a full disk before it lands must not leave a record of weights not on disk.
+        record_best = lambda _path, best=candidate: update_run(self.run_dir, best=best)
+        if better and trainer.checkpoints.save_best(trainer, step, losses, on_done=record_best) is not None:
             trainer.best_loss = losses
-            self.best = {
-                "rule": self.rule.value,
-                "step": step,
-                "value": self.rule.value_of(values) if by == self.rule.value else None,
-                "by": by,
-                "why": why,
-                "metrics": values,
-                "checkpoint": str(self.run_dir / BEST_MODEL_FILE),
-            }
+            self.best = candidate
         else:
             better = False
         stop = self._count(values)
-        fields = {"best": self.best}
+        fields: dict[str, Any] = {}
         if self.stopper is not None:
             stopper = self.stopper
             fields["early_stopping"] = {
@@ -151,7 +155,8 @@ class CheckpointChoice:
                 "patience": stopper.patience,
                 "evals_without_improvement": stopper.evals_without_improvement,
             }
-        update_run(self.run_dir, **fields)
+        if fields:
+            update_run(self.run_dir, **fields)
         if quality is not None:
             self.metrics.quality(
                 step=step,

@@ -190,12 +190,26 @@ class CheckpointWriter:
         if self.on_saved is not None:
             self.on_saved("last", path, steps_done)
 
-    def save_best(self, trainer: Any, steps_done: int, loss: dict[str, Any]) -> Path | None:
-        """The best model so far, weights only; None when the weights are not finite."""
+    def save_best(
+        self,
+        trainer: Any,
+        steps_done: int,
+        loss: dict[str, Any],
+        on_done: Callable[[Path], None] | None = None,
+    ) -> Path | None:
+        """The best model so far, weights only; None when the weights are not finite. `on_done(path)` runs on the
+        training thread once the file is on disk (so a record of it never runs ahead of the file)."""
         model = self._model_state(trainer)
         if model is None:
             return None
         state = {**self._base_record(trainer, steps_done), "model": model, "model_loss": loss}
         path = self.run_dir / BEST_MODEL_FILE
-        self._submit(state, path, lambda written: self.on_saved and self.on_saved("best", written, steps_done))
+
+        def written(done: Path) -> None:
+            if on_done is not None:
+                on_done(done)
+            if self.on_saved is not None:
+                self.on_saved("best", done, steps_done)
+
+        self._submit(state, path, written)
         return path

@@ -51,6 +51,15 @@ def resume_differences(
         found.append(
             f"vocab_new_tokens {args.vocab_new_tokens} (the run's vocabulary used {before['vocab_new_tokens']})"
         )
+    if "lora_rank" in before:
+        lora = _lora_difference(before, args)
+        if lora:
+            found.append(lora)
+    if "length_grouping" in before and bool(before["length_grouping"]) != bool(args.length_grouping):
+        # The interrupted epoch's batch order depends on it: the resume skips the batches already trained.
+        found.append(
+            f"length_grouping={bool(args.length_grouping)} (the run trained with {bool(before['length_grouping'])})"
+        )
     trained_data = (record.get("dataset") or {}).get("fingerprint")
     if trained_data and trained_data != fingerprint:
         found.append(
@@ -58,6 +67,31 @@ def resume_differences(
             "than the one the run trained on (compared by content: texts, speakers, splits and audio)"
         )
     return found
+
+
+def _lora_difference(before: dict[str, Any], args: TrainArguments) -> str:
+    """LoRA's rank, alpha and targets are part of the weights a run trains (its scaling is saved in every checkpoint
+    and merged into ready/): another setting, or full vs LoRA, is another run."""
+    from types import SimpleNamespace
+
+    from utils.training.lora import LoraSettings
+
+    def settings(values: Any) -> tuple[int, float, frozenset[str]] | None:
+        lora = LoraSettings.from_args(values)
+        return None if lora is None else (lora.rank, lora.alpha, frozenset(lora.targets))
+
+    names = ("lora_rank", "lora_alpha", "lora_targets")
+    trained = SimpleNamespace(**{name: before.get(name, getattr(args, name)) for name in names})
+    if settings(trained) == settings(args):
+        return ""
+
+    def described(values: Any) -> str:
+        lora = LoraSettings.from_args(values)
+        if lora is None:
+            return "a full fine-tune (lora_rank 0)"
+        return f"lora_rank {lora.rank}, lora_alpha {lora.alpha:g}, lora_targets {','.join(lora.targets)!r}"
+
+    return f"{described(args)} (the run trained as {described(trained)})"
 
 
 def new_run_hint(run_dir: Path, resume_point: Path) -> str:

@@ -88,6 +88,9 @@ class TensorBoardMirror:
         if self._writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
+            from utils.files import refuse_link_out
+
+            refuse_link_out(self.log_dir, self.run_dir)  # as every write of the product: never out of the run folder
             self._writer = SummaryWriter(
                 log_dir=str(self.log_dir), purge_step=step if self.resumed else None, flush_secs=30
             )
