@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,38 +64,68 @@ def wait_for(driver, condition, timeout: float = 60.0, what: str = "the page") -
     return WebDriverWait(driver, timeout).until(condition, f"timed out waiting for {what}")
 
 
+def _retrying(action: Callable[[], Any], attempts: int = 6) -> Any:
+    """Run `action` again when the page re-rendered an element between finding and using it (a live page does
+    that: the timer refreshes the run's view every 1.5 s)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for attempt in range(attempts):
+        try:
+            return action()
+        except StaleElementReferenceException:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.3)
+    return None
+
+
 def click_button(driver, label: str) -> None:
     from selenium.webdriver.common.by import By
 
-    buttons = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == label and b.is_displayed()]
-    assert buttons, f"no visible button {label!r}"
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", buttons[0])
-    buttons[0].click()
+    def click() -> None:
+        buttons = [
+            b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == label and b.is_displayed()
+        ]
+        assert buttons, f"no visible button {label!r}"
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", buttons[0])
+        buttons[0].click()
+
+    _retrying(click)
 
 
 def open_accordion(driver, prefix: str) -> None:
     """Unfold the accordion whose label starts with `prefix` (its header also holds an arrow)."""
     from selenium.webdriver.common.by import By
 
-    headers = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.startswith(prefix) and b.is_displayed()]
-    assert headers, f"no accordion {prefix!r}"
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", headers[0])
-    headers[0].click()
+    def unfold() -> None:
+        headers = [
+            b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.startswith(prefix) and b.is_displayed()
+        ]
+        assert headers, f"no accordion {prefix!r}"
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", headers[0])
+        headers[0].click()
+
+    _retrying(unfold)
 
 
 def tab_labels(driver) -> list[str]:
     from selenium.webdriver.common.by import By
 
-    return [t.text.strip() for t in driver.find_elements(By.CSS_SELECTOR, "button[role=tab]") if t.is_displayed()]
+    return _retrying(
+        lambda: [t.text.strip() for t in driver.find_elements(By.CSS_SELECTOR, "button[role=tab]") if t.is_displayed()]
+    )
 
 
 def open_tab(driver, name: str) -> None:
     from selenium.webdriver.common.by import By
 
-    tabs = [t for t in driver.find_elements(By.CSS_SELECTOR, "button[role=tab]") if name in t.text]
-    assert tabs, f"no tab {name!r} in the tab bar {tab_labels(driver)}"
-    driver.execute_script("window.scrollTo(0, 0);")
-    tabs[0].click()
+    def select() -> None:
+        tabs = [t for t in driver.find_elements(By.CSS_SELECTOR, "button[role=tab]") if name in t.text]
+        assert tabs, f"no tab {name!r} in the tab bar {tab_labels(driver)}"
+        driver.execute_script("window.scrollTo(0, 0);")
+        tabs[0].click()
+
+    _retrying(select)
 
 
 def selected_tab(driver) -> str:
