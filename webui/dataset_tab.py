@@ -185,8 +185,13 @@ def _wire_checks(ctx: UIContext, ui: dict[str, Any]) -> None:
         concurrency_limit=1,
     )
     # Edits belong to the dataset they were made on: another dataset (or its prepared copy) starts clean.
+    players = len(ui["check_players"])
+    hidden = lambda: [gr.update(value=None, visible=False) for _ in range(players)]
     train_csv.change(
-        lambda: ("", quality_view.check_frame(None), {}), None, check_outputs, api_visibility="undocumented"
+        lambda: ("", quality_view.check_frame(None), {}, *hidden()),
+        None,
+        [*check_outputs, *ui["check_players"]],  # the previous dataset's flagged clips go with its table
+        api_visibility="undocumented",
     )
 
 
