@@ -10,14 +10,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from utils.constants import MAX_AUDIO_LENGTH
 from utils.model.ready import READY_DIR, REFERENCE_WAV
 from utils.training import distributed
-from utils.training.arguments import TrainArguments
+from utils.training.arguments import TrainArguments, argument_defaults
+from utils.training.input_checks import check_input_files
 from utils.training.run import TrainingRun
 from utils.training.run_record import read_run
 
 ProgressCallback = Callable[[dict[str, Any]], None]
+# train_gpt's positional parameters are TrainArguments' first fields: names, order, types and defaults as declared
+# there (tests/training/test_train_gpt_signature.py compares them).
+DEFAULTS = argument_defaults()
 
 
 class TrainResult(NamedTuple):
@@ -41,20 +44,20 @@ class TrainResult(NamedTuple):
 
 
 def train_gpt(
-    custom_model: str = "",
-    version: str = "v2.0.2",
-    language: str = "en",
-    num_epochs: int = 10,
-    batch_size: int = 8,
-    grad_acumm: int = 2,
-    train_csv: str = "",
-    eval_csv: str = "",
-    output_path: str = "./output",
-    max_audio_length: int = MAX_AUDIO_LENGTH,
-    enable_grad_checkpoint: bool = True,
-    enable_sdpa: bool = True,
-    enable_mixed_precision: bool = True,
-    use_amharic_g2p: bool = False,
+    custom_model: str = DEFAULTS["custom_model"],
+    version: str = DEFAULTS["version"],
+    language: str = DEFAULTS["language"],
+    num_epochs: int = DEFAULTS["num_epochs"],
+    batch_size: int | str = DEFAULTS["batch_size"],
+    grad_acumm: int = DEFAULTS["grad_acumm"],
+    train_csv: str = DEFAULTS["train_csv"],
+    eval_csv: str = DEFAULTS["eval_csv"],
+    output_path: str = DEFAULTS["output_path"],
+    max_audio_length: int = DEFAULTS["max_audio_length"],
+    enable_grad_checkpoint: bool = DEFAULTS["enable_grad_checkpoint"],
+    enable_sdpa: bool = DEFAULTS["enable_sdpa"],
+    enable_mixed_precision: bool = DEFAULTS["enable_mixed_precision"],
+    use_amharic_g2p: bool = DEFAULTS["use_amharic_g2p"],
     *,
     progress_callback: ProgressCallback | None = None,
     stop_event: Any = None,
@@ -77,9 +80,9 @@ def train_gpt(
     unknown = sorted(set(options) - set(TrainArguments.__dataclass_fields__))
     if unknown:
         raise ValueError(f"Unknown option(s) {', '.join(unknown)}. Known: see utils.training.arguments.TrainArguments.")
-    # The positional parameters are TrainArguments' first fields, in order (a test holds them together).
     call = locals()
     args = TrainArguments(**{name: call[name] for name in TrainArguments.positional_names()}, **options)
+    check_input_files(args)  # the files it names, before any process or folder exists
     if args.devices and not distributed.in_process_group():
         from utils.training.launcher import launch
 

@@ -36,9 +36,7 @@ def fit_for_form(ctx: UIContext, values: dict[str, Any], card: str) -> tuple[Any
 
     unchanged = tuple(gr.update() for _ in FILLED)
     try:
-        arguments = form.arguments_from_form(
-            {**values, "train_csv": values.get("train_csv") or "planning.csv"}, str(ctx.output_dir)
-        )
+        arguments = form.arguments_from_form(values, str(ctx.output_dir), need_dataset=False)
         keywords = {k: v for k, v in arguments.to_dict().items() if k not in ("train_csv", "eval_csv", "resume_from")}
         fit = fit_my_gpu(card_gb=card_gb(card), **keywords)
     except ValueError as exc:

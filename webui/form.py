@@ -70,9 +70,12 @@ def _empty_to_default(name: str, value: Any) -> Any:
     return value.strip() if isinstance(value, str) else value
 
 
-def arguments_from_form(values: dict[str, Any], output_dir: str, roots: AppRoots | None = None) -> TrainArguments:
+def arguments_from_form(
+    values: dict[str, Any], output_dir: str, roots: AppRoots | None = None, *, need_dataset: bool = True
+) -> TrainArguments:
     """The checked TrainArguments of a form submission (keys are component ids); ValueError says what is wrong.
-    With `roots`, every path in it must lie inside the app's folders (see webui.paths)."""
+    With `roots`, every path in it must lie inside the app's folders (see webui.paths). `need_dataset=False`:
+    arguments to plan with (the memory plan, Fit my GPU), which need no dataset."""
     unknown = sorted(set(values) - set(form_ids()))
     if unknown:
         raise ValueError(f"Unknown form field(s): {', '.join(unknown)}.")
@@ -81,7 +84,7 @@ def arguments_from_form(values: dict[str, Any], output_dir: str, roots: AppRoots
         for name, _ in form_fields()
         if component_id(name) in values
     }
-    if not str(kwargs.get("train_csv") or "").strip():
+    if need_dataset and not str(kwargs.get("train_csv") or "").strip():
         raise ValueError("No dataset yet: check one in the Dataset tab (or type the train CSV path).")
     if roots is not None:
         kwargs.update(confined_paths(kwargs, roots))

@@ -14,6 +14,7 @@ from utils.device.memory import get_memory_stats
 from utils.model.inference import unload_voice
 from utils.quality.asr import clear_transcriber_cache, scoring_note
 from utils.training.arguments import ADVANCED, DATA, MODEL, QUALITY, SCHEDULE, SPEED, TrainArguments
+from utils.training.input_checks import check_input_files
 from utils.training.optimizations import TrainingOptimizer
 from utils.training.run_record import read_run
 from webui import fit_gpu_view, form, quality_view, run_view
@@ -111,9 +112,7 @@ def memory_plan_markdown(ctx: UIContext, values: dict[str, Any]) -> str:
     from utils.memory_plan.planner import GIB, detected_free_bytes, estimate_gpt_memory, ways_to_fit
 
     try:
-        arguments = form.arguments_from_form(
-            {**values, "train_csv": values.get("train_csv") or "planning.csv"}, str(ctx.output_dir)
-        )
+        arguments = form.arguments_from_form(values, str(ctx.output_dir), need_dataset=False)
         keywords = {k: v for k, v in arguments.to_dict().items() if k not in ("train_csv", "eval_csv", "resume_from")}
         estimate = estimate_gpt_memory(**keywords)
     except ValueError as exc:
@@ -272,6 +271,7 @@ def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
     """Start a training run in a child process from form values (keys: component ids)."""
     try:
         arguments = form.arguments_from_form(values, str(ctx.output_dir), ctx.roots)
+        check_input_files(arguments)  # refused on the page, before a process is started
     except ValueError as exc:
         raise page_error(exc) from exc
     if ctx.runner.is_active():

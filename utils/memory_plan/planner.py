@@ -26,6 +26,7 @@ from utils.memory_plan.trace import BatchModel, DirectTraces, StepSettings
 from utils.model.base_models import check_version_name
 from utils.text.languages import canonical_language
 from utils.training.arguments import TrainArguments, option_of
+from utils.training.input_checks import check_input_files
 from utils.training.lora import parse_targets
 from utils.training.optimizations import FUSED_ADAMW, TrainingOptimizer
 
@@ -174,6 +175,7 @@ def _arguments(args: tuple, kwargs: dict[str, Any]) -> tuple[TrainArguments, dic
     if batch == "auto":
         given["batch_size"] = 1
     arguments = TrainArguments(**given)
+    check_input_files(arguments)
     check_version_name(arguments.version, arguments.models_dir or None)
     if options.get("device", "cuda") not in ("cuda", "cpu"):
         raise ValueError(f"device must be 'cuda' (plan for a GPU) or 'cpu'; got {options['device']!r}.")

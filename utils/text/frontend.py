@@ -14,6 +14,14 @@ from utils.text.languages import canonical_language
 AMHARIC = "amh"
 
 
+def check_g2p_language(language: str, amharic_g2p: bool) -> None:
+    """The Amharic G2P needs Amharic text: refused for any other language (before a run, and by the front end)."""
+    if amharic_g2p and canonical_language(language) != AMHARIC:
+        raise ValueError(
+            f"use_amharic_g2p needs language 'amh' (or 'am'); the language is {canonical_language(language)!r}."
+        )
+
+
 @dataclass(frozen=True)
 class TextFrontEnd:
     language: str
@@ -21,8 +29,7 @@ class TextFrontEnd:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "language", canonical_language(self.language))
-        if self.amharic_g2p and self.language != AMHARIC:
-            raise ValueError(f"use_amharic_g2p needs language 'amh' (or 'am'); the language is {self.language!r}.")
+        check_g2p_language(self.language, self.amharic_g2p)
 
     @property
     def phonemized(self) -> bool:

@@ -12,7 +12,6 @@ import math
 import os
 import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
@@ -342,20 +341,15 @@ class TrainArguments:
         self._check_together()
 
     def _check_together(self) -> None:
-        from utils.text.frontend import TextFrontEnd
+        """Combinations of values that cannot run, from the values alone: no file is read here (see
+        utils.training.input_checks.check_input_files for what needs the disk)."""
+        from utils.text.frontend import check_g2p_language
 
         if not self.language.strip():
             raise ValueError("language is empty: give the dataset's language code, e.g. 'en'.")
-        TextFrontEnd(self.language, self.use_amharic_g2p)  # G2P needs Amharic
+        check_g2p_language(self.language, self.use_amharic_g2p)
         self._check_new_language()
         object.__setattr__(self, "devices", ",".join(parse_devices(self.devices)))  # "cuda:0, cuda:1" -> "0,1"
-        if self.custom_model and not Path(self.custom_model).expanduser().is_file():
-            raise ValueError(
-                f"custom_model not found: {self.custom_model}. Give the path of a model.pth, or '' "
-                "to start from the base model."
-            )
-        if self.resume_from and not Path(self.resume_from).expanduser().exists():
-            raise ValueError(f"resume_from not found: {self.resume_from}. Give a run folder from {self.output_path}.")
         self._check_meaningful()
         if self.best_by != "eval_loss" and self.quality_eval == 0:
             raise ValueError(
@@ -380,11 +374,6 @@ class TrainArguments:
             raise ValueError(
                 "learning_rate is 0: the weights would never change and the whole run would train nothing. "
                 "Give a positive rate (XTTS fine-tuning uses about 5e-06)."
-            )
-        if self.eval_csv and self.train_csv and _same_file(self.eval_csv, self.train_csv):
-            raise ValueError(
-                f"eval_csv is the training CSV ({self.eval_csv}): the evaluation would score the rows the run "
-                "trains on. Give a separate eval CSV, or leave eval_csv empty to hold out 15% of the training rows."
             )
         repeated = sorted({m for m in self.lr_milestones if self.lr_milestones.count(m) > 1})
         if repeated:
@@ -418,13 +407,6 @@ class TrainArguments:
 
     def replace(self, **changes: Any) -> TrainArguments:
         return TrainArguments(**{**self.to_dict(), **changes})
-
-
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(Path(a).expanduser(), Path(b).expanduser())
-    except OSError:
-        return Path(a).expanduser().absolute() == Path(b).expanduser().absolute()
 
 
 def option_of(name: str) -> Option:

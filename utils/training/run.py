@@ -1,7 +1,7 @@
 """One call of `train_gpt`, step by step: check everything, create the run folder, train, export `ready/`.
 
-Order of work: cheap argument checks (in TrainArguments), dataset validation and the base model (all
-before any folder or model exists), then the run folder and its record, the model and coqui's
+Order of work: cheap argument checks (in TrainArguments, then the files it names), dataset validation
+and the base model (all before any folder or model exists), then the run folder and its record, the model and coqui's
 training loop, and the `ready/` export. From the moment the folder exists, every ending is recorded
 in run.json and metrics.jsonl: finished, stopped, interrupted or failed with the reason.
 """
@@ -40,6 +40,7 @@ from utils.training.data_parallel import join_training
 from utils.training.input_checks import (
     check_checkpoint_file,
     check_clip_length,
+    check_input_files,
     check_output_path,
     raise_if_unusable,
     resume_point,
@@ -89,6 +90,7 @@ class TrainingRun:
         should_stop: Any = None,
         audio_roots: Any = None,
     ) -> None:
+        check_input_files(args)  # TrainArguments reads no file: the files it names are checked where a run starts
         self.args = args
         self.audio_roots = audio_roots
         self.progress = progress
