@@ -110,8 +110,8 @@ def cpu_check() -> str:
                 version,
                 Path(folder) / f"{version}-{checkpoint}",
                 4,
-                grad_checkpoint=checkpoint,
-                sdpa=sdpa,
+                enable_grad_checkpoint=checkpoint,
+                enable_sdpa=sdpa,
                 models_dir=models_dir,
             )
             settings = cpu_step_settings(version, shapes, checkpoint, sdpa, models_dir)

@@ -20,7 +20,7 @@ FILLED = (
     "grad_acumm",
     "enable_grad_checkpoint",
     "enable_sdpa",
-    "enable_mixed_precision",
+    "precision",
     "optimizer",
     "lora_rank",
 )

@@ -1,6 +1,7 @@
-"""The Fine-tune form, derived from the TrainArguments declaration: components, API parameters and values.
+"""The Fine-tune form, derived from the TrainArguments declaration and its layout (webui/form_spec.py):
+components, API parameters and values.
 
-Every field with a `ui` spec becomes one component whose id is also the `/start_training` parameter
+Every field with a form_spec entry becomes one component whose id is also the `/start_training` parameter
 name. Values travel in the form's units (the longest clip in seconds) and become a checked
 `TrainArguments` in `arguments_from_form`, the one place the web side builds a run's arguments.
 """
@@ -12,21 +13,21 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from utils.training.arguments import Option, TrainArguments
+from utils.training.arguments import TrainArguments, fold_precision_alias, option_of
+from webui.form_spec import FORM, UI
 from webui.paths import AppRoots
 
 # Set by the app, never by the form: where runs are written.
 APP_OWNED = ("output_path",)
 
 
-def form_fields() -> list[tuple[str, Option]]:
-    """(field name, option) of every field the form shows, in declaration order."""
-    return [(f.name, f.metadata["option"]) for f in fields(TrainArguments) if f.metadata["option"].ui is not None]
+def form_fields() -> list[tuple[str, UI]]:
+    """(field name, how the form shows it) of every field the form shows, in declaration order."""
+    return [(f.name, FORM[f.name]) for f in fields(TrainArguments) if f.name in FORM]
 
 
 def component_id(name: str) -> str:
-    spec = TrainArguments.__dataclass_fields__[name].metadata["option"].ui
-    return spec.name or name
+    return FORM[name].name or name
 
 
 def form_ids() -> list[str]:
@@ -35,14 +36,14 @@ def form_ids() -> list[str]:
 
 
 def to_display(name: str, value: Any) -> Any:
-    ui = TrainArguments.__dataclass_fields__[name].metadata["option"].ui
+    ui = FORM[name]
     if ui.widget == "gpus":  # "0,1" -> ["0", "1"]; CPU processes are not offered by the form
         return [entry for entry in str(value or "").split(",") if entry.strip().isdigit()]
     return round(value / ui.scale, 3) if ui.scale != 1 and isinstance(value, (int, float)) else value
 
 
 def from_display(name: str, value: Any) -> Any:
-    ui = TrainArguments.__dataclass_fields__[name].metadata["option"].ui
+    ui = FORM[name]
     if ui.widget == "gpus" and isinstance(value, (list, tuple)):
         return ",".join(sorted((str(v) for v in value), key=lambda v: (len(v), v)))
     if ui.scale == 1 or isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -58,7 +59,9 @@ def gpu_choices(device_count: int) -> list[tuple[str, str]]:
 def form_values(arguments: TrainArguments | dict[str, Any]) -> dict[str, Any]:
     """{component id: value as the form shows it} for a run's arguments (defaults for missing ones)."""
     values = (
-        arguments.to_dict() if isinstance(arguments, TrainArguments) else {**TrainArguments().to_dict(), **arguments}
+        arguments.to_dict()
+        if isinstance(arguments, TrainArguments)
+        else fold_precision_alias({**TrainArguments().to_dict(), **arguments})  # a record may hold the alias False
     )
     return {component_id(name): to_display(name, values[name]) for name, _ in form_fields()}
 
@@ -66,7 +69,7 @@ def form_values(arguments: TrainArguments | dict[str, Any]) -> dict[str, Any]:
 def _empty_to_default(name: str, value: Any) -> Any:
     default = TrainArguments.__dataclass_fields__[name].default
     if value is None or (isinstance(value, str) and not value.strip() and not isinstance(default, str)):
-        raise ValueError(f"Fill in: {TrainArguments.__dataclass_fields__[name].metadata['option'].ui.label}.")
+        raise ValueError(f"Fill in: {FORM[name].label}.")
     return value.strip() if isinstance(value, str) else value
 
 
@@ -124,8 +127,7 @@ def create_component(
     machine's GPUs (`gpu_count`, default: detected) and is hidden unless there are two or more."""
     import gradio as gr
 
-    spec = TrainArguments.__dataclass_fields__[name].metadata["option"]
-    ui, cid = spec.ui, component_id(name)
+    spec, ui, cid = option_of(name), FORM[name], component_id(name)
     default = TrainArguments.__dataclass_fields__[name].default
     value = to_display(name, default)
     common = dict(label=ui.label, value=value, render=render, elem_id=elem_id or f"form-{cid}", info=ui.info or None)
@@ -134,6 +136,8 @@ def create_component(
     )
     if widget == "checkbox":
         return gr.Checkbox(**common)
+    if widget == "hidden":  # an API parameter the page does not show (an alias of a shown option)
+        return gr.Checkbox(**common, visible=False)
     if widget == "gpus":
         if gpu_count is None:
             from utils.device.gpu import detect_gpu

@@ -13,12 +13,13 @@ from utils.device.gpu import detect_gpu
 from utils.device.memory import get_memory_stats
 from utils.model.inference import unload_voice
 from utils.quality.asr import clear_transcriber_cache, scoring_note
-from utils.training.arguments import ADVANCED, DATA, MODEL, QUALITY, SCHEDULE, SPEED, TrainArguments
+from utils.training.arguments import TrainArguments
 from utils.training.input_checks import check_input_files
 from utils.training.optimizations import TrainingOptimizer
 from utils.training.run_record import read_run
 from webui import fit_gpu_view, form, quality_view, run_view
 from webui.context import GPU_QUEUE, UIContext
+from webui.form_spec import ADVANCED, DATA, GROUPS, MODEL, QUALITY, SCHEDULE, SPEED
 from webui.shown import page_error, shown
 
 REFRESH_SECONDS = 1.5
@@ -26,11 +27,12 @@ SCROLL_LOG_TO_END = (
     "() => { const e = document.querySelector('#training-log textarea'); if (e) e.scrollTop = e.scrollHeight; }"
 )
 SCROLL_LOG_TO_END_SOON = f"() => {{ setTimeout({SCROLL_LOG_TO_END}, 150); setTimeout({SCROLL_LOG_TO_END}, 600); }}"
-GROUPS = (DATA, MODEL, SCHEDULE, SPEED, QUALITY, ADVANCED)
 QUALITY_PLAYERS = 3  # clips of the latest evaluation played on the page
 
 
-# The options "What will be applied" reads, in the order plan_markdown takes them.
+# The options "What will be applied" reads, in the order plan_markdown takes them (the decisions are
+# TrainingOptimizer.from_arguments', as in the run and the planner). enable_mixed_precision is precision's alias:
+# a hidden component, True unless an API call says False.
 PLAN_OPTIONS = (
     "enable_grad_checkpoint",
     "enable_sdpa",
@@ -290,7 +292,7 @@ def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
 def _render_form(ctx: UIContext) -> None:
     by_group: dict[str, list[Any]] = {group: [] for group in GROUPS}
     for name, spec in form.form_fields():
-        by_group[spec.ui.group].append(ctx[f"form.{form.component_id(name)}"])
+        by_group[spec.group].append(ctx[f"form.{form.component_id(name)}"])
     for group in (DATA, MODEL, SCHEDULE):
         with gr.Row():
             for component in by_group[group]:
@@ -299,7 +301,7 @@ def _render_form(ctx: UIContext) -> None:
 
 def _render_group(ctx: UIContext, group: str) -> None:
     for name, spec in form.form_fields():
-        if spec.ui.group == group:
+        if spec.group == group:
             ctx[f"form.{form.component_id(name)}"].render()
 
 
@@ -317,7 +319,7 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
     }
     with gr.Row():
         _render_group(ctx, SPEED)
-    ui["plan"] = gr.Markdown(plan_markdown(True, True, True, "auto"))
+    ui["plan"] = gr.Markdown(plan_markdown(*(f(name).value for name in PLAN_OPTIONS)))
     with gr.Row():
         ui["estimate"] = gr.Button("Estimate GPU memory", scale=0)
         ui["memory_plan"] = gr.Markdown()

@@ -68,7 +68,7 @@ def test_planner_matches_the_cpu_allocator_on_a_real_training_step(
 
     models_dir = mid_models if version == "mid" else None
     measured, shapes = real_cpu_step(
-        version, tmp_path, batch, grad_checkpoint=checkpoint, sdpa=sdpa, models_dir=models_dir
+        version, tmp_path, batch, enable_grad_checkpoint=checkpoint, enable_sdpa=sdpa, models_dir=models_dir
     )
     settings = cpu_step_settings(version, shapes, checkpoint, sdpa, models_dir)
     planned = trace_step(settings)
@@ -91,8 +91,8 @@ def test_planner_matches_the_cpu_allocator_with_8bit_adamw_and_lora(optimizer, l
         "mid",
         tmp_path,
         4,
-        grad_checkpoint=True,
-        sdpa=True,
+        enable_grad_checkpoint=True,
+        enable_sdpa=True,
         models_dir=mid_models,
         optimizer=optimizer,
         lora_rank=lora_rank,

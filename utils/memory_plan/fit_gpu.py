@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from utils.memory_plan.planner import GIB, detected_free_bytes, estimate_gpt_memory, largest_batch_that_fits
-from utils.training.arguments import TrainArguments
+from utils.training.arguments import TrainArguments, fold_precision_alias
 
 CARD_SIZES_GB = (4, 6, 8, 12, 16, 24, 48, 80)
 # Of a card's memory, what a training process can have: the driver and display keep a little.
@@ -36,6 +36,8 @@ CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     (f"LoRA rank {LORA_RANK}, no gradient checkpointing", {"enable_grad_checkpoint": False, "lora_rank": LORA_RANK}),
     (f"LoRA rank {LORA_RANK}, gradient checkpointing", {"enable_grad_checkpoint": True, "lora_rank": LORA_RANK}),
 )
+
+MIXED_PRECISIONS = ("bf16", "fp16")
 
 
 @dataclass
@@ -105,13 +107,14 @@ def fit_my_gpu(
     batch kept. Raises ValueError when not even LoRA with batch 1 fits.
     """
     free, source = free_memory_for(card_gb, free_bytes)
-    base = {k: v for k, v in kwargs.items() if k not in ("batch_size", "grad_acumm")}
-    given = {**dict(zip(TrainArguments.positional_names(), args)), **kwargs}
+    given = fold_precision_alias({**dict(zip(TrainArguments.positional_names(), args)), **kwargs})
     batch = given.get("batch_size", TrainArguments.batch_size)
     batch = int(batch) if str(batch).strip().isdigit() else int(TrainArguments.batch_size)  # "auto": the default
     effective = max(1, batch * int(given.get("grad_acumm", TrainArguments.grad_acumm)))
-    common = {**dict(zip(TrainArguments.positional_names(), args)), **base, "enable_sdpa": True}
-    common["enable_mixed_precision"] = True
+    # The fastest settings: SDPA and mixed precision on (a precision asked for by name kept, fp32 made auto).
+    precision = given.get("precision", TrainArguments.precision)
+    fastest = {"enable_sdpa": True, "precision": precision if precision in MIXED_PRECISIONS else "auto"}
+    common = {**{k: v for k, v in given.items() if k not in ("batch_size", "grad_acumm")}, **fastest}
     tried = []
     for name, change in CANDIDATES:
         if progress is not None:
@@ -131,8 +134,7 @@ def fit_my_gpu(
         **chosen["change"],
         "batch_size": chosen["largest_batch"],
         "grad_acumm": chosen["grad_acumm"],
-        "enable_sdpa": True,
-        "enable_mixed_precision": True,
+        **fastest,
     }
     keywords.setdefault("optimizer", "adamw")
     estimate = estimate_gpt_memory(**{**common, **keywords})

@@ -109,16 +109,15 @@ def real_cpu_step(
     work_dir: str | os.PathLike,
     batch_size: int,
     *,
-    grad_checkpoint: bool = False,
-    sdpa: bool = False,
     models_dir: str | os.PathLike | None = None,
     clip_seconds: float = 3.0,
-    optimizer: str = "adamw",
-    lora_rank: int = 0,
+    **options: Any,
 ) -> tuple[MeasuredPeak, dict[str, int]]:
     """One real CPU training step of the product (train_gpt's setup and coqui's Trainer.train_step),
     measured by the CPU allocator after a warm-up step; and the batch's shapes (batch, text_tokens,
-    audio_samples, conditioning_samples) for planning the same step."""
+    audio_samples, conditioning_samples) for planning the same step. `options`: train_gpt's keywords
+    (enable_grad_checkpoint, enable_sdpa, optimizer, lora_rank, ...; defaults as TrainArguments declares them);
+    the step is FP32, one epoch of one accumulation step."""
     from utils.data.validation import validate_dataset
     from utils.text.frontend import TextFrontEnd
     from utils.training.arguments import TrainArguments
@@ -133,17 +132,15 @@ def real_cpu_step(
         models_dir=str(models_dir or ""),
         train_csv=str(csv_path),
         output_path=str(work_dir / "runs"),
-        num_epochs=1,
-        batch_size=batch_size,
-        grad_acumm=1,
-        precision="fp32",
-        num_workers=0,
-        print_step=1000,
-        enable_grad_checkpoint=grad_checkpoint,
-        enable_sdpa=sdpa,
-        enable_mixed_precision=False,
-        optimizer=optimizer,
-        lora_rank=lora_rank,
+        **{
+            **options,
+            "num_epochs": 1,
+            "batch_size": batch_size,
+            "grad_acumm": 1,
+            "precision": "fp32",
+            "num_workers": 0,
+            "print_step": 1000,
+        },
     )
     base = ensure_base_model(version, models_dir)
     run_dir = create_run_dir(args.output_path, "measure")

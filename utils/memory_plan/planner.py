@@ -25,7 +25,7 @@ from utils.memory_plan.architecture import resolve_architecture
 from utils.memory_plan.trace import BatchModel, DirectTraces, StepSettings
 from utils.model.base_models import check_version_name
 from utils.text.languages import canonical_language
-from utils.training.arguments import TrainArguments, option_of
+from utils.training.arguments import TrainArguments, fold_precision_alias, option_of
 from utils.training.input_checks import check_input_files
 from utils.training.lora import parse_targets
 from utils.training.optimizations import FUSED_ADAMW, TrainingOptimizer
@@ -341,7 +341,7 @@ def fit_advice(estimate: MemoryEstimate) -> list[str]:
     if not s["grad_checkpoint"]:
         advice.append("Turn on gradient checkpointing (enable_grad_checkpoint=True): it shrinks activations most.")
     if s["precision"] == "fp32":
-        advice.append("Turn on mixed precision (enable_mixed_precision=True) on a Volta or newer GPU.")
+        advice.append("Turn on mixed precision (precision='auto') on a Volta or newer GPU.")
     if not s["sdpa"]:
         advice.append("Turn on SDPA attention (enable_sdpa=True): no attention matrices are kept.")
     if not s["fused_adamw"] and s["optimizer"] == "adamw" and estimate.peak_phase == "optimizer step":
@@ -361,10 +361,11 @@ def fit_advice(estimate: MemoryEstimate) -> list[str]:
     return advice
 
 
+# (the option, its value when on, the name): each optimization a plan may still turn on.
 _OPTIMIZATIONS = (
-    ("enable_grad_checkpoint", "gradient checkpointing"),
-    ("enable_mixed_precision", "mixed precision"),
-    ("enable_sdpa", "SDPA attention"),
+    ("enable_grad_checkpoint", True, "gradient checkpointing"),
+    ("precision", "auto", "mixed precision"),  # off is precision='fp32'
+    ("enable_sdpa", True, "SDPA attention"),
 )
 
 
@@ -378,11 +379,11 @@ def ways_to_fit(free_bytes: int, *args: Any, **kwargs: Any) -> list[dict[str, An
     peak_gib, required_gib, fits.
     """
     arguments, _, _ = _arguments(args, kwargs)
-    given = dict(zip(TrainArguments.positional_names(), args)) | kwargs
-    off = [flag for flag, _ in _OPTIMIZATIONS if not getattr(arguments, flag)]
-    candidates = [(f"turn on {name}", {flag: True}) for flag, name in _OPTIMIZATIONS if flag in off]
+    given = fold_precision_alias(dict(zip(TrainArguments.positional_names(), args)) | kwargs)
+    off = {flag: on for flag, on, _ in _OPTIMIZATIONS if getattr(arguments, flag) in (False, "fp32")}
+    candidates = [(f"turn on {name}", {flag: on}) for flag, on, name in _OPTIMIZATIONS if flag in off]
     if len(off) > 1:
-        candidates.append(("turn on all three optimizations", dict.fromkeys(off, True)))
+        candidates.append(("turn on all three optimizations", off))
     # Accumulating keeps the gradients between micro-steps: plan the batch with that in mind.
     batch = largest_batch_that_fits(free_bytes, **{**given, "grad_acumm": max(2, arguments.grad_acumm)})
     if 0 < batch < arguments.batch_size:

@@ -230,10 +230,9 @@ def _trace_step(settings: StepSettings) -> StepTrace:
         settings.architecture, settings.audio_samples, _optimizer_params(settings), fake_mode
     )
     planned = TrainingOptimizer(
-        settings.grad_checkpoint,
-        settings.sdpa,
-        settings.precision != "fp32",
-        settings.precision if settings.precision != "fp32" else "auto",
+        enable_grad_checkpoint=settings.grad_checkpoint,
+        enable_sdpa=settings.sdpa,
+        precision=settings.precision,  # as the run's TrainingOptimizer decided it: "fp32" is no mixed precision
         gpu=_gpu_for(settings),
         leaner_steps=settings.leaner_steps,
     )

@@ -10,8 +10,8 @@ def out_of_memory_advice(args: TrainArguments) -> str:
     steps = []
     if not args.enable_grad_checkpoint:
         steps.append("turn on gradient checkpointing (enable_grad_checkpoint=True)")
-    if not args.enable_mixed_precision:
-        steps.append("turn on mixed precision (enable_mixed_precision=True)")
+    if args.precision == "fp32":
+        steps.append("turn on mixed precision (precision='auto')")
     if args.batch_size > 1:
         smaller = max(1, args.batch_size // 2)
         steps.append(

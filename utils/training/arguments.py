@@ -1,9 +1,11 @@
-"""Every option of a fine-tuning run, declared once: type, default, bounds, help and where the web form shows it.
+"""Every option of a fine-tuning run, declared once: type, default, bounds and help.
 
-`TrainArguments` is checked when it is built, so an invalid one cannot exist. The notebook
-(`train_gpt` builds it from its keywords), the CLI (flags and `--help` come from the fields), the web
-form and its `/start_training` endpoint (components come from `ui`), and the "copy as code" snippet
-all derive from these fields: adding an option is one field here plus the code that uses it.
+`TrainArguments` checks its values when it is built (types, bounds, combinations), so an invalid one cannot
+exist; it reads no file (the files it names are checked where a run starts:
+utils.training.input_checks.check_input_files). The notebook (`train_gpt`'s signature reads these defaults), the
+CLI (flags and `--help` come from the fields), the web form and its `/start_training` endpoint (components from
+these fields and the layout in webui/form_spec.py), and the "copy as code" snippet all derive from these
+fields: adding an option is one field here plus the code that uses it (and a form_spec entry to show it).
 """
 
 from __future__ import annotations
@@ -15,30 +17,15 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
-from utils.device.precision import PRECISIONS
+from utils.device.precision import PRECISIONS, Precision
 from utils.device.selection import parse_devices
-from utils.training.optimizations import OPTIMIZERS
 
 # The longest clip a run may ask for before the base model's own limit is known: 30 s.
 MAX_AUDIO_LENGTH_CEILING = 30 * XTTS_SAMPLE_RATE
 RUN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
 
-# Web form groups, in the order the Fine-tune tab shows them.
-DATA, MODEL, SCHEDULE, SPEED, QUALITY, ADVANCED = "data", "model", "schedule", "optimizations", "quality", "advanced"
 BEST_RULES = ("eval_loss", "cer", "similarity", "combined")  # utils.quality.selection.BestRule
-
-
-@dataclass(frozen=True)
-class UI:
-    """Where and how the web form shows an option. `name` is the component id and the API parameter."""
-
-    label: str
-    group: str
-    widget: str = ""  # number | slider | checkbox | radio | dropdown | textbox | gpus; empty: from the type
-    name: str = ""  # defaults to the field name
-    scale: float = 1.0  # the form shows value / scale (samples shown as seconds)
-    step: float | None = None
-    info: str = ""
+OPTIMIZERS = ("adamw", "adamw_8bit")  # utils.training.optimizations builds them
 
 
 @dataclass(frozen=True)
@@ -48,7 +35,6 @@ class Option:
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
     special: tuple[str, ...] = ()  # words a numeric option also takes ("auto")
-    ui: UI | None = None
 
 
 def option(default: Any, help: str, **spec: Any) -> Any:
@@ -61,21 +47,18 @@ class TrainArguments:
     custom_model: str = option(
         "",
         "Path of a fine-tuned model.pth to start from; empty starts from the base model.",
-        ui=UI("Custom model.pth (optional)", MODEL, info="start from a fine-tuned model"),
     )
     version: str = option(
         "v2.0.2",
         "Base model version under models/ (downloaded when missing); 'tiny' builds a small "
         "random XTTS locally for tests, demos and CPU.",
-        ui=UI("Base model", MODEL, "dropdown"),
     )
     language: str = option(
         "en",
         "Language code of the dataset (ISO 639: en, es, amh, ...). A language XTTS does not "
         "know gets its own token and vocabulary.",
-        ui=UI("Language", DATA, "dropdown"),
     )
-    num_epochs: int = option(10, "Passes over the training rows.", minimum=1, maximum=10_000, ui=UI("Epochs", SCHEDULE))
+    num_epochs: int = option(10, "Passes over the training rows.", minimum=1, maximum=10_000)
     batch_size: int | str = option(
         8,
         "Clips per training step, or 'auto': the largest that fits the GPU's free memory "
@@ -84,23 +67,18 @@ class TrainArguments:
         minimum=1,
         maximum=512,
         special=("auto",),
-        ui=UI("Batch size", SCHEDULE, "textbox", info="a number, or auto"),
     )
     grad_acumm: int = option(
         2,
         "Gradient accumulation: steps per optimizer update (effective batch = batch_size x grad_acumm).",
         minimum=1,
         maximum=1024,
-        ui=UI("Gradient accumulation", SCHEDULE),
     )
     train_csv: str = option(
         "",
         "Training metadata CSV: audio_file|text|speaker_name (also comma/tab separated, or LJSpeech).",
-        ui=UI("Train CSV", DATA),
     )
-    eval_csv: str = option(
-        "", "Evaluation CSV; empty holds out 15% of the usable training rows.", ui=UI("Eval CSV (optional)", DATA)
-    )
+    eval_csv: str = option("", "Evaluation CSV; empty holds out 15% of the usable training rows.")
     output_path: str = option("./output", "Folder where run folders are created.")
     max_audio_length: int = option(
         MAX_AUDIO_LENGTH,
@@ -111,35 +89,23 @@ class TrainArguments:
         "cost of memory.",
         minimum=XTTS_SAMPLE_RATE,
         maximum=MAX_AUDIO_LENGTH_CEILING,
-        ui=UI(
-            "Longest clip (seconds)",
-            SCHEDULE,
-            "slider",
-            name="max_seconds",
-            scale=XTTS_SAMPLE_RATE,
-            step=0.1,
-            info=f"at most {MAX_AUDIO_LENGTH / XTTS_SAMPLE_RATE:.2f} s, what XTTS v2 was trained with",
-        ),
     )
     enable_grad_checkpoint: bool = option(
         True,
         "Gradient checkpointing: recompute GPT activations in backward to save GPU memory.",
-        ui=UI("Gradient checkpointing", SPEED, info="less GPU memory, ~30% more compute"),
     )
     enable_sdpa: bool = option(
         True,
         "Fused scaled-dot-product attention in the GPT (eager attention when off).",
-        ui=UI("SDPA attention", SPEED, info="fused attention kernels"),
     )
     enable_mixed_precision: bool = option(
         True,
-        "Mixed precision: BF16 on Ampere and newer, FP16 with a GradScaler on Volta/Turing, FP32 otherwise.",
-        ui=UI("Mixed precision", SPEED, info="BF16 on Ampere+, FP16 on Volta/Turing"),
+        "Alias of precision, kept for older calls: False is precision='fp32' (whatever precision says); True leaves "
+        "the choice to precision. Folded into precision when the arguments are built, so it always reads True.",
     )
     use_amharic_g2p: bool = option(
         False,
         "Amharic: convert text to IPA phonemes (rule-based G2P) in training and, automatically, inference.",
-        ui=UI("Amharic G2P", DATA, info="language amh: train (and speak) on IPA phonemes"),
     )
     # Keyword-only extras.
     learning_rate: float = option(
@@ -151,7 +117,6 @@ class TrainArguments:
         "and is usually too strong for fine-tuning).",
         minimum=0.0,
         maximum=1e-2,
-        ui=UI("Learning rate", SCHEDULE),
     )
     lr_milestones: tuple[float, ...] = option(
         (0.5, 0.75),
@@ -164,62 +129,53 @@ class TrainArguments:
         "Gradient norm clipping threshold (0 turns it off).",
         minimum=0.0,
         maximum=1000.0,
-        ui=UI("Gradient clipping", ADVANCED),
     )
     weight_decay: float = option(
         1e-2,
         "AdamW weight decay (weights only, not norms/biases).",
         minimum=0.0,
         maximum=1.0,
-        ui=UI("Weight decay", ADVANCED),
     )
     save_step: int = option(
         1000,
         "Save a checkpoint every this many steps.",
         minimum=1,
         maximum=10_000_000,
-        ui=UI("Checkpoint every N steps", ADVANCED),
     )
     save_n_checkpoints: int = option(
         2,
         "Periodic checkpoints kept (the best model is kept apart).",
         minimum=1,
         maximum=100,
-        ui=UI("Checkpoints kept", ADVANCED),
     )
     precision: str = option(
         "auto",
-        "auto | bf16 | fp16 | fp32. auto picks by GPU; a request the GPU cannot honour falls back, with a reason.",
+        "Training precision, the one switch of mixed precision: auto (BF16 on Ampere and newer, FP16 with a "
+        "GradScaler on Volta/Turing, FP32 otherwise) | bf16 | fp16 | fp32 (no mixed precision). A request the GPU "
+        "cannot honour falls back, with a reason.",
         choices=PRECISIONS,
-        ui=UI("Precision", SPEED, "radio"),
     )
     enable_tf32: bool = option(
         True,
         "TF32 matmuls and cuDNN autotuning on Ampere and newer GPUs: faster FP32 math, slightly less exact.",
-        ui=UI("TF32 / cuDNN autotune", SPEED, info="Ampere+ only; off = exact FP32"),
     )
     optimizer: str = option(
         "adamw",
         "adamw (fused kernels where torch has them: CUDA and CPU) | adamw_8bit (bitsandbytes' AdamW8bit, on CUDA "
         "or a CPU: a quarter of the optimizer memory; falls back to adamw with a reason if bitsandbytes is missing).",
         choices=OPTIMIZERS,
-        ui=UI("Optimizer", SPEED, "radio"),
     )
     resume_from: str = option(
         "",
         "A run folder (or a checkpoint in it) to continue: step, optimizer and scheduler are restored.",
-        ui=UI("Resume run", ADVANCED, "dropdown", info="continue a stopped run: its own settings are restored"),
     )
     num_workers: int = option(
         -1, "Data loader worker processes; -1 picks 0 on CPU and up to 4 with a GPU.", minimum=-1, maximum=64
     )
-    seed: int = option(
-        1, "Seed for shuffling, the eval split and the trainer.", minimum=0, maximum=2**31 - 1, ui=UI("Seed", ADVANCED)
-    )
+    seed: int = option(1, "Seed for shuffling, the eval split and the trainer.", minimum=0, maximum=2**31 - 1)
     run_name: str = option(
         "",
         "Name prefix of the run folder (letters, digits, '-', '_', '.'); empty uses language and version.",
-        ui=UI("Run name", ADVANCED),
     )
     models_dir: str = option("", "Folder of base models; empty uses ./models (or $XTTS_MODELS_DIR).")
     min_usable_rows: int = option(
@@ -240,14 +196,12 @@ class TrainArguments:
         "run_dir/evals/step_<N>/, scores to metrics.jsonl.",
         minimum=0,
         maximum=50,
-        ui=UI("Sentences scored per evaluation", QUALITY, info="0 turns measured quality off"),
     )
     best_by: str = option(
         "eval_loss",
         "Which checkpoint ready/ holds: lowest eval_loss, lowest cer, highest similarity, or highest "
         "combined = 0.5 x (1 - min(CER, 1)) + 0.5 x similarity. cer, similarity and combined need quality_eval >= 1.",
         choices=BEST_RULES,
-        ui=UI("Best checkpoint by", QUALITY, "radio", info="combined = 0.5·(1 − min(CER, 1)) + 0.5·similarity"),
     )
     early_stop_patience: int = option(
         0,
@@ -255,14 +209,12 @@ class TrainArguments:
         "evaluations without a value (e.g. no Whisper model) are not counted.",
         minimum=0,
         maximum=10_000,
-        ui=UI("Early stopping patience (evaluations)", QUALITY, info="0 = off"),
     )
     whisper_model: str = option(
         "small",
         "Whisper model for the CER/WER: a faster-whisper size (tiny, base, small, large-v3...) looked up in "
         "models/whisper/<name>/ or downloaded, or a CTranslate2 model folder. Without it the CER is empty, with "
         "the reason, and training goes on.",
-        ui=UI("Whisper model for scoring", QUALITY),
     )
     quality_eval_share: float = option(
         0.2,
@@ -271,7 +223,6 @@ class TrainArguments:
         "1 scores every evaluation. The eval loss is measured at every evaluation either way.",
         minimum=0.01,
         maximum=1.0,
-        ui=UI("Scoring time budget (share of the run)", QUALITY, info="0.2 keeps scoring under ~20%; 1 = every eval"),
     )
     quality_max_audio_tokens: int = option(
         0,
@@ -285,20 +236,17 @@ class TrainArguments:
         "or 'cpu,cpu' to try it without a GPU; one GPU number trains on that GPU alone. Each process takes batch_size "
         "clips per step: the effective batch is batch_size x grad_acumm x devices (see learning_rate for scaling the "
         "rate). Empty: one process on the default device.",
-        ui=UI("GPUs (one training process each)", SPEED, "gpus", info="effective batch x number of GPUs"),
     )
     length_grouping: bool = option(
         True,
         "Every clip once per epoch in batches of similar length (shuffled, sorted by duration within windows of "
         "50 batches, batched, the batches shuffled): less padding per batch, so more clips per second at batch 4 "
         "and up. Off: plain shuffled batches.",
-        ui=UI("Length-grouped batches", SPEED, info="less padding; every clip once per epoch"),
     )
     torch_compile: bool = option(
         False,
         "Compile the GPT blocks with torch.compile (TorchInductor): the first step takes minutes longer. Off by "
         "default: unmeasured on a GPU so far, and no faster on a CPU (1.01x); benchmarks/gpu_table.py measures it.",
-        ui=UI("torch.compile the GPT blocks", ADVANCED, info="minutes to compile; unmeasured on a GPU"),
     )
 
     # LoRA (utils.training.lora): adapters on the GPT2 blocks instead of training the whole GPT.
@@ -310,27 +258,23 @@ class TrainArguments:
         "output heads. Adapters usually want a higher learning_rate (~1e-4) than a full fine-tune.",
         minimum=0,
         maximum=512,
-        ui=UI("LoRA rank (0 = full fine-tune)", MODEL, info="8-64: fits 4-6 GB GPUs"),
     )
     lora_alpha: float = option(
         0.0,
         "LoRA alpha: the adapter's output is scaled by alpha / rank; 0 uses twice the rank.",
         minimum=0.0,
         maximum=10_000.0,
-        ui=UI("LoRA alpha (0 = 2 x rank)", ADVANCED),
     )
     lora_targets: str = option(
         "c_attn,c_proj,c_fc",
         "GPT2 block projections LoRA adapts, comma separated: c_attn (attention q/k/v), c_proj (attention and MLP "
         "output; attn.c_proj or mlp.c_proj for one), c_fc (MLP input).",
-        ui=UI("LoRA targets", ADVANCED),
     )
     new_language: bool = option(
         False,
         "Confirm that `language` is a language XTTS v2 does not speak (nor amh), to be added to the model: its own "
         "token and vocabulary learned from the dataset. Without it such a code is refused, so a typo is not "
         "trained as a new language.",
-        ui=UI("Add a new language", DATA, info="the code is not one XTTS speaks: learn it"),
     )
 
     def __post_init__(self) -> None:
@@ -338,6 +282,8 @@ class TrainArguments:
             object.__setattr__(
                 self, spec.name, _checked(spec.name, getattr(self, spec.name), spec.default, spec.metadata["option"])
             )
+        object.__setattr__(self, "precision", precision_of(self.enable_mixed_precision, self.precision))
+        object.__setattr__(self, "enable_mixed_precision", True)  # folded: precision holds the decision
         self._check_together()
 
     def _check_together(self) -> None:
@@ -407,6 +353,19 @@ class TrainArguments:
 
     def replace(self, **changes: Any) -> TrainArguments:
         return TrainArguments(**{**self.to_dict(), **changes})
+
+
+def precision_of(enable_mixed_precision: bool, precision: str) -> str:
+    """The one precision decision of a call that may still use the `enable_mixed_precision` alias."""
+    return precision if enable_mixed_precision is not False else Precision.FP32.value
+
+
+def fold_precision_alias(keywords: dict[str, Any]) -> dict[str, Any]:
+    """train_gpt keywords with the `enable_mixed_precision` alias folded into `precision` (as TrainArguments does),
+    so that a later change of `precision` is not undone by the alias."""
+    if keywords.get("enable_mixed_precision", True) is not False:
+        return dict(keywords)
+    return {**keywords, "enable_mixed_precision": True, "precision": Precision.FP32.value}
 
 
 def option_of(name: str) -> Option:

@@ -1,13 +1,17 @@
 """The training optimizations of the XTTS GPT, switched on for real: one `configure_*` per optimization.
 
-`TrainingOptimizer.apply(model, config)` sets gradient checkpointing, the attention implementation
-(SDPA or eager), mixed precision and the cuDNN/TF32 flags on coqui's `GPTTrainer` and
-`GPTTrainerConfig`, and returns a report of what it applied and why it skipped anything.
+Each optimization is a decide-then-apply unit (`OPTIMIZATIONS`): `TrainingOptimizer.from_arguments(args).plan()`
+decides all of them from a run's arguments and the device, without a model (the page's "What will be applied"
+and the memory planner show that report), and `.apply(model, config)` applies those decisions to coqui's
+`GPTTrainer` and `GPTTrainerConfig` (gradient checkpointing, SDPA or eager attention, mixed precision, the
+cuDNN/TF32 flags, the AdamW kernel, torch.compile) and returns the report of what it applied and why it skipped
+anything.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -16,6 +20,7 @@ import torch
 from utils.device.gpu import GPUInfo, detect_gpu
 from utils.device.precision import PrecisionChoice, choose_precision
 from utils.files import write_json_atomic
+from utils.training.arguments import OPTIMIZERS, argument_defaults
 
 GRAD_CHECKPOINTING = "gradient checkpointing"
 SDPA = "SDPA attention"
@@ -26,7 +31,6 @@ FUSED_GELU = "fused GELU"
 FUSED_ADAMW = "fused AdamW"
 ADAMW_8BIT = "8-bit AdamW"
 TORCH_COMPILE = "torch.compile"
-OPTIMIZERS = ("adamw", "adamw_8bit")
 
 
 @dataclass
@@ -206,21 +210,173 @@ def configure_compile(gpt2: torch.nn.Module, enable: bool, backend: str = "induc
     return len(gpt2.h) if enable else 0
 
 
+_DECLARED = argument_defaults()  # the constructor's defaults are TrainArguments' own
+
+
+@dataclass(frozen=True)
+class Optimization:
+    """One optimization as a unit: `decide` records on `report` whether it is on, and why, from what the arguments
+    ask for and the device (no model needed: the page and the planner show it); `apply` does to a model and its
+    trainer config exactly what the report says. `TrainingOptimizer` runs the units in order."""
+
+    decide: Callable[[TrainingOptimizer, OptimizationReport], None]
+    apply: Callable[[TrainingOptimizer, OptimizationReport, torch.nn.Module, Any], None]
+
+
+def _decide_checkpointing(wanted: TrainingOptimizer, report: OptimizationReport) -> None:
+    if not wanted.enable_grad_checkpoint:
+        report.skip(GRAD_CHECKPOINTING, "turned off by the user")
+    elif wanted.leaner_steps:
+        report.add(
+            GRAD_CHECKPOINTING, "every GPT block and the conditioning encoder recompute their activations in backward"
+        )
+    else:
+        report.add(
+            GRAD_CHECKPOINTING, "every GPT block recomputes its activations in backward (coqui's conditioning path)"
+        )
+
+
+def _apply_checkpointing(wanted: TrainingOptimizer, report: OptimizationReport, model: Any, config: Any) -> None:
+    on = report.is_applied(GRAD_CHECKPOINTING)
+    configure_gradient_checkpointing(gpt_transformer(model), on)
+    xtts_gpt = getattr(getattr(model, "xtts", None), "gpt", None)
+    if xtts_gpt is not None:
+        configure_conditioning_checkpointing(xtts_gpt, on and wanted.leaner_steps)
+
+
+def _decide_attention(wanted: TrainingOptimizer, report: OptimizationReport) -> None:
+    if wanted.enable_sdpa:
+        report.add(SDPA, "GPT attention uses torch scaled_dot_product_attention (fused kernels)")
+    else:
+        report.skip(SDPA, "turned off by the user: eager attention (the baseline)")
+
+
+def _apply_attention(wanted: TrainingOptimizer, report: OptimizationReport, model: Any, config: Any) -> None:
+    configure_attention(gpt_transformer(model), report.is_applied(SDPA))
+
+
+def _decide_precision(wanted: TrainingOptimizer, report: OptimizationReport) -> None:
+    choice = PrecisionChoice(**report.precision)
+    if choice.mixed_precision:
+        scaler = " with a GradScaler" if choice.grad_scaler else ""
+        report.add(MIXED_PRECISION, f"{choice.precision.upper()} autocast{scaler}. {choice.reason}")
+    elif wanted.mixed_precision_requested:
+        report.skip(MIXED_PRECISION, choice.reason)
+    else:
+        report.skip(MIXED_PRECISION, "turned off by the user (precision='fp32'): FP32")
+
+
+def _apply_precision(wanted: TrainingOptimizer, report: OptimizationReport, model: Any, config: Any) -> None:
+    configure_mixed_precision(config, PrecisionChoice(**report.precision))
+
+
+def _decide_tensor_cores(wanted: TrainingOptimizer, report: OptimizationReport) -> None:
+    for name, detail in (
+        (TF32, "FP32 matmuls and convolutions use TF32 tensor cores"),
+        (CUDNN_BENCHMARK, "cuDNN picks the fastest convolution kernels"),
+    ):
+        if not wanted.enable_tf32:
+            report.skip(name, "turned off by the user (enable_tf32=False): exact FP32 math")
+        elif wanted.gpu.ampere_or_newer:
+            report.add(name, detail)
+        else:
+            report.skip(name, "needs an Ampere or newer GPU" if wanted.gpu.available else "no CUDA GPU")
+
+
+def _apply_tensor_cores(wanted: TrainingOptimizer, report: OptimizationReport, model: Any, config: Any) -> None:
+    configure_tensor_cores(config, report.is_applied(TF32))
+
+
+def _decide_activation(wanted: TrainingOptimizer, report: OptimizationReport) -> None:
+    if wanted.leaner_steps:
+        report.add(FUSED_GELU, "GPT-2's gelu_new composite replaced by the fused tanh GELU (same values)")
+    else:
+        report.skip(FUSED_GELU, "leaner steps off: coqui's step as shipped")
+
+
+def _apply_activation(wanted: TrainingOptimizer, report: OptimizationReport, model: Any, config: Any) -> None:
+    if report.is_applied(FUSED_GELU):
+        configure_activation(gpt_transformer(model))
+
+
+def _decide_optimizer(wanted: TrainingOptimizer, report: OptimizationReport) -> None:
+    eight_bit, why_not = wanted.eight_bit_adamw()
+    if eight_bit:
+        where = "" if wanted.gpu.available else " (bitsandbytes' CPU kernels)"
+        report.add(ADAMW_8BIT, f"bitsandbytes AdamW8bit: optimizer state in 8 bits (a quarter of the memory){where}")
+    else:
+        report.skip(ADAMW_8BIT, why_not)
+    device = "cuda" if wanted.gpu.available else "cpu"
+    where = "CUDA" if wanted.gpu.available else "CPU"
+    if eight_bit:
+        report.skip(FUSED_ADAMW, "8-bit AdamW is used instead")
+    elif not wanted.leaner_steps:
+        report.skip(FUSED_ADAMW, f"leaner steps off: coqui's AdamW, torch's {default_adamw_kernel(device)} kernel")
+    elif fused_adamw_available(device):
+        report.add(
+            FUSED_ADAMW,
+            f"one fused {where} kernel per optimizer step (torch's default would be the "
+            f"{default_adamw_kernel(device)} AdamW)",
+        )
+    else:
+        report.skip(
+            FUSED_ADAMW, f"this torch has no fused AdamW on the {where}: its {default_adamw_kernel(device)} AdamW"
+        )
+
+
+def _apply_optimizer(wanted: TrainingOptimizer, report: OptimizationReport, model: Any, config: Any) -> None:
+    # The model builds its optimizer from its own config, which coqui copied from `config` at construction
+    # (TTSTokenizer.init_from_config): both must say which AdamW, or the choice never reaches the step.
+    for target in {id(config): config, id(getattr(model, "config", config)): getattr(model, "config", config)}.values():
+        configure_optimizer(target, report.is_applied(FUSED_ADAMW), report.is_applied(ADAMW_8BIT))
+
+
+def _decide_compile(wanted: TrainingOptimizer, report: OptimizationReport) -> None:
+    if not wanted.torch_compile:
+        report.skip(TORCH_COMPILE, "off by default: not yet measured on a GPU (torch_compile=True turns it on)")
+    elif why_not := compile_unavailable(wanted.gpu.available):
+        report.skip(TORCH_COMPILE, why_not)
+    else:
+        report.add(
+            TORCH_COMPILE,
+            "each GPT block compiled by TorchInductor (dynamic shapes) at the first step: that step takes "
+            "minutes longer; unmeasured on a GPU, no faster on a CPU (1.01x)",
+        )
+
+
+def _apply_compile(wanted: TrainingOptimizer, report: OptimizationReport, model: Any, config: Any) -> None:
+    configure_compile(gpt_transformer(model), report.is_applied(TORCH_COMPILE))
+
+
+# In the order they are decided (and listed) and applied; compile last, once the blocks are as they will train.
+OPTIMIZATIONS = (
+    Optimization(_decide_checkpointing, _apply_checkpointing),
+    Optimization(_decide_attention, _apply_attention),
+    Optimization(_decide_precision, _apply_precision),
+    Optimization(_decide_tensor_cores, _apply_tensor_cores),
+    Optimization(_decide_activation, _apply_activation),
+    Optimization(_decide_optimizer, _apply_optimizer),
+    Optimization(_decide_compile, _apply_compile),
+)
+
+
 class TrainingOptimizer:
-    """Applies the three training optimizations (and the GPU flags they need) to a coqui GPTTrainer."""
+    """What a run's arguments ask for, on this device: `plan()` decides every optimization (`OPTIMIZATIONS`) and
+    `apply(model, config)` applies those decisions to a coqui GPTTrainer. Built by `from_arguments` in the run, the
+    page's "What will be applied" and the memory planner, so all three show the same decisions."""
 
     def __init__(
         self,
-        enable_grad_checkpoint: bool = True,
-        enable_sdpa: bool = True,
-        enable_mixed_precision: bool = True,
-        precision: str = "auto",
+        enable_grad_checkpoint: bool = _DECLARED["enable_grad_checkpoint"],
+        enable_sdpa: bool = _DECLARED["enable_sdpa"],
+        enable_mixed_precision: bool = _DECLARED["enable_mixed_precision"],  # alias: False is precision='fp32'
+        precision: str = _DECLARED["precision"],
         gpu: GPUInfo | None = None,
         *,
-        enable_tf32: bool = True,
-        optimizer: str = "adamw",
+        enable_tf32: bool = _DECLARED["enable_tf32"],
+        optimizer: str = _DECLARED["optimizer"],
         leaner_steps: bool = True,
-        torch_compile: bool = False,
+        torch_compile: bool = _DECLARED["torch_compile"],
     ) -> None:
         choose_precision(None, precision)  # validates the name
         if optimizer not in OPTIMIZERS:
@@ -242,16 +398,19 @@ class TrainingOptimizer:
         """The optimizations a run's TrainArguments ask for: the one place they are read from it (the run, the
         form's "What will be applied" and the planner build it here, so no option is left out)."""
         return cls(
-            args.enable_grad_checkpoint,
-            args.enable_sdpa,
-            args.enable_mixed_precision,
-            args.precision,
-            gpu,
+            enable_grad_checkpoint=args.enable_grad_checkpoint,
+            enable_sdpa=args.enable_sdpa,
+            precision=args.precision,  # TrainArguments folds the enable_mixed_precision alias into it
+            gpu=gpu,
             enable_tf32=args.enable_tf32,
             optimizer=args.optimizer,
-            torch_compile=getattr(args, "torch_compile", False),
+            torch_compile=args.torch_compile,
             **overrides,
         )
+
+    @property
+    def mixed_precision_requested(self) -> bool:
+        return self.enable_mixed_precision is not False and self.precision != "fp32"
 
     def eight_bit_adamw(self) -> tuple[bool, str]:
         """(on, why not) for bitsandbytes' 8-bit AdamW: it needs the package (pinned in requirements.txt);
@@ -265,109 +424,25 @@ class TrainingOptimizer:
         return True, ""
 
     def precision_choice(self) -> PrecisionChoice:
-        if not self.enable_mixed_precision:
+        if not self.mixed_precision_requested:
             return PrecisionChoice(self.precision, "fp32", False, False, "Mixed precision is off: FP32.")
         return choose_precision(self.gpu.capability if self.gpu.available else None, self.precision)
 
     def plan(self) -> OptimizationReport:
-        """What `apply` will do on this machine, without a model (shown in the UI before Start)."""
-        choice = self.precision_choice()
+        """Every optimization decided for this machine, without a model (shown in the UI before Start)."""
         report = OptimizationReport(
-            device={**self.gpu.to_dict(), "summary": self.gpu.summary()}, precision=asdict(choice)
+            device={**self.gpu.to_dict(), "summary": self.gpu.summary()}, precision=asdict(self.precision_choice())
         )
-        if self.enable_grad_checkpoint:
-            report.add(
-                GRAD_CHECKPOINTING,
-                "every GPT block and the conditioning encoder recompute their activations in backward",
-            )
-        else:
-            report.skip(GRAD_CHECKPOINTING, "turned off by the user")
-        if self.enable_sdpa:
-            report.add(SDPA, "GPT attention uses torch scaled_dot_product_attention (fused kernels)")
-        else:
-            report.skip(SDPA, "turned off by the user: eager attention (the baseline)")
-        if choice.mixed_precision:
-            scaler = " with a GradScaler" if choice.grad_scaler else ""
-            report.add(MIXED_PRECISION, f"{choice.precision.upper()} autocast{scaler}. {choice.reason}")
-        elif self.enable_mixed_precision:
-            report.skip(MIXED_PRECISION, choice.reason)
-        else:
-            report.skip(MIXED_PRECISION, "turned off by the user: FP32")
-        for name, detail in (
-            (TF32, "FP32 matmuls and convolutions use TF32 tensor cores"),
-            (CUDNN_BENCHMARK, "cuDNN picks the fastest convolution kernels"),
-        ):
-            if not self.enable_tf32:
-                report.skip(name, "turned off by the user (enable_tf32=False): exact FP32 math")
-            elif self.gpu.ampere_or_newer:
-                report.add(name, detail)
-            else:
-                report.skip(name, "needs an Ampere or newer GPU" if self.gpu.available else "no CUDA GPU")
-        if self.leaner_steps:
-            report.add(FUSED_GELU, "GPT-2's gelu_new composite replaced by the fused tanh GELU (same values)")
-        else:
-            report.skip(FUSED_GELU, "leaner steps off: coqui's step as shipped")
-        self._plan_optimizer(report)
-        self._plan_compile(report)
+        for unit in OPTIMIZATIONS:
+            unit.decide(self, report)
         return report
 
-    def _plan_compile(self, report: OptimizationReport) -> None:
-        if not self.torch_compile:
-            report.skip(TORCH_COMPILE, "off by default: not yet measured on a GPU (torch_compile=True turns it on)")
-        elif why_not := compile_unavailable(self.gpu.available):
-            report.skip(TORCH_COMPILE, why_not)
-        else:
-            report.add(
-                TORCH_COMPILE,
-                "each GPT block compiled by TorchInductor (dynamic shapes) at the first step: that step takes "
-                "minutes longer; unmeasured on a GPU, no faster on a CPU (1.01x)",
-            )
-
-    def _plan_optimizer(self, report: OptimizationReport) -> None:
-        eight_bit, why_not = self.eight_bit_adamw()
-        if eight_bit:
-            where = "" if self.gpu.available else " (bitsandbytes' CPU kernels)"
-            report.add(
-                ADAMW_8BIT, f"bitsandbytes AdamW8bit: optimizer state in 8 bits (a quarter of the memory){where}"
-            )
-        else:
-            report.skip(ADAMW_8BIT, why_not)
-        device = "cuda" if self.gpu.available else "cpu"
-        where = "CUDA" if self.gpu.available else "CPU"
-        if eight_bit:
-            report.skip(FUSED_ADAMW, "8-bit AdamW is used instead")
-        elif not self.leaner_steps:
-            report.skip(FUSED_ADAMW, f"leaner steps off: coqui's AdamW, torch's {default_adamw_kernel(device)} kernel")
-        elif fused_adamw_available(device):
-            report.add(
-                FUSED_ADAMW,
-                f"one fused {where} kernel per optimizer step (torch's default would be the "
-                f"{default_adamw_kernel(device)} AdamW)",
-            )
-        else:
-            report.skip(
-                FUSED_ADAMW, f"this torch has no fused AdamW on the {where}: its {default_adamw_kernel(device)} AdamW"
-            )
-
-    def apply(self, model: torch.nn.Module, config: Any) -> OptimizationReport:
-        """Apply the plan to a coqui `GPTTrainer` and its `GPTTrainerConfig`; return what was applied."""
-        report = self.plan()
-        gpt2 = gpt_transformer(model)
-        configure_gradient_checkpointing(gpt2, self.enable_grad_checkpoint)
-        xtts_gpt = getattr(getattr(model, "xtts", None), "gpt", None)
-        if xtts_gpt is not None:
-            configure_conditioning_checkpointing(xtts_gpt, self.enable_grad_checkpoint and self.leaner_steps)
-        if self.leaner_steps:
-            configure_activation(gpt2)
-        configure_attention(gpt2, self.enable_sdpa)
-        configure_mixed_precision(config, self.precision_choice())
-        configure_tensor_cores(config, report.is_applied(TF32))
-        # The model builds its optimizer from its own config, which coqui copied from `config` at construction
-        # (TTSTokenizer.init_from_config): both must say which AdamW, or the choice never reaches the step.
-        for target in {
-            id(config): config,
-            id(getattr(model, "config", config)): getattr(model, "config", config),
-        }.values():
-            configure_optimizer(target, report.is_applied(FUSED_ADAMW), report.is_applied(ADAMW_8BIT))
-        configure_compile(gpt2, report.is_applied(TORCH_COMPILE))
+    def apply(
+        self, model: torch.nn.Module, config: Any, decisions: OptimizationReport | None = None
+    ) -> OptimizationReport:
+        """Apply the decisions (`plan()` unless given) to a coqui `GPTTrainer` and its `GPTTrainerConfig`; return
+        them."""
+        report = decisions if decisions is not None else self.plan()
+        for unit in OPTIMIZATIONS:
+            unit.apply(self, report, model, config)
         return report
