@@ -14,6 +14,7 @@ from utils.device.memory import get_memory_stats
 from utils.model.inference import unload_voice
 from utils.quality.asr import clear_transcriber_cache, scoring_note
 from utils.training.arguments import TrainArguments
+from utils.training.batching import optimizer_steps_per_epoch, steps_per_epoch
 from utils.training.input_checks import check_input_files
 from utils.training.optimizations import TrainingOptimizer
 from utils.training.run_record import read_run
@@ -87,8 +88,8 @@ def batch_markdown(
     if not train_rows:
         lines[0] += " · check a dataset to see steps per epoch"
     else:
-        steps = math.ceil(math.ceil(int(train_rows) / ranks) / batch)  # each GPU's process takes its share
-        updates = math.ceil(steps / accumulation)
+        steps = steps_per_epoch(int(train_rows), batch, ranks)  # each GPU's process takes its share
+        updates = optimizer_steps_per_epoch(steps, accumulation)
         lines.append(
             f"**{int(train_rows)} training clips** → {steps} steps and {updates} optimizer steps per epoch, "
             f"{steps * epochs} steps in {epochs} epochs"

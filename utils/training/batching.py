@@ -26,6 +26,17 @@ from torch.utils.data import Sampler
 WINDOW_BATCHES = 50
 
 
+def steps_per_epoch(rows: int, batch_size: int, ranks: int = 1) -> int:
+    """Steps of one epoch on each of `ranks` processes: each takes ceil(rows / ranks) rows (the shards are padded to
+    equal length) in batches of `batch_size`. The one formula: the sampler, the run, its setup and the page use it."""
+    return max(1, math.ceil(math.ceil(rows / ranks) / batch_size))
+
+
+def optimizer_steps_per_epoch(steps: int, grad_acumm: int) -> int:
+    """Optimizer updates in an epoch of `steps` steps: one per `grad_acumm` steps, and one for a partial rest."""
+    return math.ceil(steps / grad_acumm)
+
+
 class LengthGroupedBatchSampler(Sampler[list[int]]):
     """Batches of row indices for one rank; see the module docstring. `lengths[i]` is row i's length
     (seconds, or any measure of the padded work); `set_epoch` picks the epoch's order."""
@@ -59,7 +70,7 @@ class LengthGroupedBatchSampler(Sampler[list[int]]):
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return math.ceil(math.ceil(len(self.lengths) / self.world_size) / self.batch_size)
+        return steps_per_epoch(len(self.lengths), self.batch_size, self.world_size)
 
     def epoch_batches(self) -> list[list[int]]:
         """This rank's batches of the whole epoch, in training order (skip_batches not applied)."""

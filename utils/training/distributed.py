@@ -10,13 +10,14 @@ the run's files), then the DistributedDataParallel constructor (`utils.training.
 from __future__ import annotations
 
 import json
-import math
 import os
 import socket
 from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
+
+from utils.training import batching
 
 # Set by the launcher for its workers: the identity (pid, start time, host) of the process that called
 # train_gpt(devices=...). run.json records it as the run's process, so a reader marks the run failed when it is gone.
@@ -52,8 +53,8 @@ def local_world_size() -> int:
 
 
 def steps_per_epoch(rows: int, batch_size: int) -> int:
-    """Steps of one epoch on each rank: every rank takes ceil(rows / ranks) rows (the sampler pads the shards)."""
-    return max(1, math.ceil(math.ceil(rows / world_size()) / batch_size))
+    """Steps of one epoch on each rank of this run (batching.steps_per_epoch for its world size)."""
+    return batching.steps_per_epoch(rows, batch_size, world_size())
 
 
 def launcher_identity() -> dict[str, Any] | None:

@@ -4,7 +4,6 @@ and coqui's Trainer with our metrics logger and guards."""
 from __future__ import annotations
 
 import gc
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from utils.model.vocab import VOCAB_FILE, VocabChoice, prepare_vocab
 from utils.text.frontend import TextFrontEnd
 from utils.training import distributed
 from utils.training.arguments import TrainArguments
+from utils.training.batching import optimizer_steps_per_epoch
 from utils.training.checkpoints import CheckpointWriter
 from utils.training.dataset import DURATION_KEY
 from utils.training.gpt_model import FineTuneGPTTrainer
@@ -143,7 +143,7 @@ def _gpt_args(
 
 def lr_milestones(args: TrainArguments, steps_per_epoch: int) -> list[int]:
     """The learning-rate milestones in optimizer steps (the fractions of the run's optimizer steps)."""
-    optimizer_steps = args.num_epochs * math.ceil(steps_per_epoch / args.grad_acumm)
+    optimizer_steps = args.num_epochs * optimizer_steps_per_epoch(steps_per_epoch, args.grad_acumm)
     return sorted({max(1, round(f * optimizer_steps)) for f in args.lr_milestones})
 
 
