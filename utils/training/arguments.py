@@ -19,6 +19,9 @@ from typing import Any
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
 from utils.device.precision import PRECISIONS, Precision
 from utils.device.selection import parse_devices
+from utils.text.frontend import check_g2p_language
+from utils.text.languages import LANGUAGE_CHOICES, canonical_language
+from utils.training.lora import parse_targets
 
 # The longest clip a run may ask for before the base model's own limit is known: 30 s.
 MAX_AUDIO_LENGTH_CEILING = 30 * XTTS_SAMPLE_RATE
@@ -289,8 +292,6 @@ class TrainArguments:
     def _check_together(self) -> None:
         """Combinations of values that cannot run, from the values alone: no file is read here (see
         utils.training.input_checks.check_input_files for what needs the disk)."""
-        from utils.text.frontend import check_g2p_language
-
         if not self.language.strip():
             raise ValueError("language is empty: give the dataset's language code, e.g. 'en'.")
         check_g2p_language(self.language, self.use_amharic_g2p)
@@ -305,8 +306,6 @@ class TrainArguments:
         if self.batch_size == "auto" and len(parse_devices(self.devices)) > 1 if self.devices else False:
             raise ValueError("batch_size='auto' plans one device's memory: give a number with several devices.")
         if self.lora_rank:
-            from utils.training.lora import parse_targets
-
             parse_targets(self.lora_targets)
         if self.run_name and (not RUN_NAME_PATTERN.fullmatch(self.run_name) or ".." in self.run_name):
             raise ValueError(
@@ -329,8 +328,6 @@ class TrainArguments:
             )
 
     def _check_new_language(self) -> None:
-        from utils.text.languages import LANGUAGE_CHOICES, canonical_language
-
         # A resumed run or a fine-tuned model may already hold the language: their vocab is checked later.
         if self.new_language or self.resume_from or self.custom_model:
             return
