@@ -12,8 +12,8 @@ import sys
 from dataclasses import MISSING, fields
 from typing import Any
 
-from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
-from utils.training.arguments import TrainArguments, option_of
+from utils.constants import XTTS_SAMPLE_RATE
+from utils.training.arguments import TrainArguments, argument_defaults, option_of
 
 
 class _Parser(argparse.ArgumentParser):
@@ -80,13 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="Check a dataset row by row without training.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    # The options `validate` shares with `train`, with their declared defaults.
+    declared = argument_defaults()
     validate.add_argument("--train-csv", required=True, help="Metadata CSV to check.")
-    validate.add_argument("--eval-csv", default="", help="Optional evaluation CSV.")
-    validate.add_argument("--language", default="en", help="Language code of the dataset.")
+    validate.add_argument("--eval-csv", default=declared["eval_csv"], help="Optional evaluation CSV.")
+    validate.add_argument("--language", default=declared["language"], help="Language code of the dataset.")
     validate.add_argument(
         "--max-audio-length",
         type=int,
-        default=MAX_AUDIO_LENGTH,
+        default=declared["max_audio_length"],
         help=f"Longest clip, in samples at {XTTS_SAMPLE_RATE} Hz.",
     )
     validate.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
