@@ -8,7 +8,8 @@ a synthesis, a transcription or Gradio's own threads do not; so the web app plan
     estimate = plan_in_child("estimate_gpt_memory", version="v2.0.2", batch_size=8)
 
 One child is kept warm (started by `warm_up()` when the app starts, else by the first call): importing torch
-and coqui takes seconds, and the child keeps the planner's cached batch models between calls. Calls are served one
+and coqui takes seconds, a process's first trace pays one-time costs (warm_up plans train_gpt's defaults), and
+the child keeps the planner's cached batch models between calls. Calls are served one
 at a time; a call that raises in the child raises the same exception here; a child that dies is replaced by the
 next call. The child speaks pickle on a pipe with this process only (both are this program).
 """
@@ -154,19 +155,27 @@ def plan_in_child(function: str, *args: Any, **kwargs: Any) -> Any:
     return _CHILD.call(function, *args, **kwargs)
 
 
-def warm_up(background: bool = True) -> None:
-    """Start the shared child (in a thread unless `background` is False); errors surface on the first call."""
-    if not background:
-        _CHILD.warm_up()
-        return
+def warm_up(background: bool = True, plan_defaults: bool = True) -> None:
+    """Start the shared child (in a thread unless `background` is False) and, with `plan_defaults`, plan
+    train_gpt's defaults in it: the first trace of a process pays one-time costs (about as much again as a
+    trace), and the page's untouched form is then answered from the cache. Errors surface on the first call."""
 
     def start() -> None:
+        _CHILD.warm_up()
+        if plan_defaults:
+            _CHILD.call("estimate_gpt_memory")
+
+    if not background:
+        start()
+        return
+
+    def start_quietly() -> None:
         try:
-            _CHILD.warm_up()
-        except Exception:  # noqa: BLE001 - the first plan reports it
+            start()
+        except Exception:  # noqa: BLE001 - the page's first plan reports what is wrong
             pass
 
-    threading.Thread(target=start, name="planner-child-warm-up", daemon=True).start()
+    threading.Thread(target=start_quietly, name="planner-child-warm-up", daemon=True).start()
 
 
 def child_pid() -> int | None:
