@@ -191,13 +191,19 @@ def _check(graph: dict[str, set[str]], known: set[frozenset[str]], what: str) ->
     assert not gone, f"known {what} circles no longer present, remove them from the list: {sorted(map(sorted, gone))}"
 
 
-def test_the_graph_sees_function_level_imports():
-    """The parser counts an import inside a function (the planner's former way of hiding a circle)."""
-    graph = file_graph()
-    assert (
-        "utils.memory_plan.planner" in graph["webui.train_tab"]
-        or "utils.memory_plan.plan_child" in (graph["webui.train_tab"])
+def test_the_graph_sees_function_level_imports_and_finds_circles(tmp_path):
+    """An import inside a function counts (the planner's former way of hiding a circle), `from package import
+    module` reaches the module, and a package's own __init__ is no edge of its submodules."""
+    source = tmp_path / "trace.py"
+    source.write_text(
+        "from utils.memory_plan import tracker\n"
+        "def f():\n"
+        "    from utils.training.setup import build_training_setup\n"
+        "    import webui.form\n"
     )
+    known = project_files()
+    found = imported_modules("utils.memory_plan.trace", source, known)
+    assert found == {"utils.memory_plan.tracker", "utils.training", "utils.training.setup", "webui", "webui.form"}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset({"a", "b", "c"})]
 
 
