@@ -98,6 +98,12 @@ def main(argv: list[str] | None = None) -> None:
     demo, ctx = build_ui(args.output_dir, data_dirs=[Path(d).expanduser().resolve() for d in args.data_dir])
     # On exit (Ctrl-C or SIGTERM), a running training child is asked to stop, which saves a checkpoint.
     atexit.register(ctx.runner.shutdown)
+    # The memory planner runs in a child process (it patches torch while it traces); start it now, in the
+    # background, so the page's first plan waits neither for its imports nor for a first trace's one-time costs.
+    if os.environ.get("XTTS_PLANNER_WARM_UP", "1") != "0":
+        from utils.memory_plan.child import warm_up
+
+        warm_up()
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     demo.queue(default_concurrency_limit=4).launch(
         server_name=args.host,

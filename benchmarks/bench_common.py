@@ -92,7 +92,7 @@ def ensure_model(models_dir: Path, full_size: bool) -> str:
 
 def build_full_size_folder(folder: Path, models_dir: Path) -> Path:
     """XTTS v2 at full size with random weights, laid out like a base-model folder (built once)."""
-    from utils.model.tiny import build_resized_model
+    from utils.model.base_models import build_resized_model
 
     if (folder / "model.pth").is_file():
         return folder

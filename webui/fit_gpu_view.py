@@ -9,7 +9,7 @@ import gradio as gr
 
 from utils.memory_plan.fit_gpu import CARD_SIZES_GB
 from webui import form
-from webui.context import GPU_QUEUE, UIContext
+from webui.context import UIContext
 from webui.shown import shown
 
 THIS_GPU = "this GPU's free memory"
@@ -32,13 +32,13 @@ def card_gb(choice: str) -> float | None:
 
 def fit_for_form(ctx: UIContext, values: dict[str, Any], card: str) -> tuple[Any, ...]:
     """(markdown, then one update per FILLED field): the fit's values, or unchanged fields and the reason."""
-    from utils.memory_plan.fit_gpu import fit_my_gpu
+    from utils.memory_plan.child import plan_in_child
 
     unchanged = tuple(gr.update() for _ in FILLED)
     try:
         arguments = form.arguments_from_form(values, str(ctx.output_dir), need_dataset=False)
         keywords = {k: v for k, v in arguments.to_dict().items() if k not in ("train_csv", "eval_csv", "resume_from")}
-        fit = fit_my_gpu(card_gb=card_gb(card), **keywords)
+        fit = plan_in_child("fit_my_gpu", card_gb=card_gb(card), **keywords)
     except ValueError as exc:
         return (f"**Fit my GPU:** {shown(exc)}", *unchanged)
     updates = tuple(gr.update(value=form.to_display(name, fit.keywords[name])) for name in FILLED)
@@ -62,12 +62,11 @@ def wire_fit_gpu(ctx: UIContext, ui: dict[str, Any], components: list[Any]) -> N
     def handler(card: str, *values: Any) -> tuple[Any, ...]:
         return fit_for_form(ctx, dict(zip(form.form_ids(), values, strict=True)), card)
 
-    # The planner swaps process-wide torch hooks while it traces: never beside a synthesis in this process.
+    # Planned in the planner's own process (utils.memory_plan.child): nothing of this process is patched.
     ui["fit_button"].click(
         handler,
         [ui["fit_card"], *components],
         [ui["fit_result"], *targets],
         api_name="fit_my_gpu",
-        concurrency_id=GPU_QUEUE,
         concurrency_limit=1,
     )

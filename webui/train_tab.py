@@ -112,12 +112,13 @@ def learning_rate_advice(ranks: int, learning_rate: float | None) -> str:
 
 def memory_plan_markdown(ctx: UIContext, values: dict[str, Any]) -> str:
     """The planner's peak GPU memory for the form's settings, against the GPU's free memory, and what would fit."""
-    from utils.memory_plan.planner import GIB, detected_free_bytes, estimate_gpt_memory, ways_to_fit
+    from utils.memory_plan.child import plan_in_child
+    from utils.memory_plan.planner import GIB, detected_free_bytes
 
     try:
         arguments = form.arguments_from_form(values, str(ctx.output_dir), need_dataset=False)
         keywords = {k: v for k, v in arguments.to_dict().items() if k not in ("train_csv", "eval_csv", "resume_from")}
-        estimate = estimate_gpt_memory(**keywords)
+        estimate = plan_in_child("estimate_gpt_memory", **keywords)
     except ValueError as exc:
         return f"**Memory plan:** {shown(exc)}"
     free = detected_free_bytes()
@@ -128,7 +129,7 @@ def memory_plan_markdown(ctx: UIContext, values: dict[str, Any]) -> str:
     verdict = "fits" if estimate.fits(free) else "does **not** fit"
     lines.append(f"This GPU has {free / GIB:.2f} GiB free: the run {verdict} (with a 10% margin).")
     if not estimate.fits(free):
-        ways = [w for w in ways_to_fit(free, **keywords) if w["fits"]]
+        ways = [w for w in plan_in_child("ways_to_fit", free, **keywords) if w["fits"]]
         lines += [f"- {w['change']}: {w['peak_gib']:.2f} GiB" for w in ways] or ["Nothing tried fits: free GPU memory."]
     return "\n\n".join(lines)
 
@@ -436,13 +437,13 @@ def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
     )
     after_refresh(ctx, started, [ui["loss_plot"], ui["memory_plot"]])
     ui["stop"].click(lambda: ctx.runner.stop(), None, ui["start_message"], api_name="stop_training")
-    # The planner swaps process-wide torch hooks while it traces: never beside a synthesis in this process.
+    # The planner traces in its own process (utils.memory_plan.child): it patches nothing here and uses no GPU,
+    # so it runs beside a synthesis; its child serves one plan at a time.
     ui["estimate"].click(
         _form_handler(lambda values: memory_plan_markdown(ctx, values)),
         components,
         ui["memory_plan"],
         api_name="estimate_memory",
-        concurrency_id=GPU_QUEUE,
         concurrency_limit=1,
     )
     fit_gpu_view.wire_fit_gpu(ctx, ui, components)

@@ -26,7 +26,8 @@ class AppServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log_path = log_path
-        env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
+        # No planner warm-up (a trace of the defaults in a child): the tests that plan start the child themselves.
+        env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1", "XTTS_PLANNER_WARM_UP": "0"}
         self.log = open(log_path, "w")  # noqa: SIM115 - the server's output, closed in close()
         self.process = subprocess.Popen(
             [

@@ -7,8 +7,9 @@ breakdown, the largest batch that fits, and a probe hook that confirms a batch w
 Modules: `architecture` (which model), `fake_model` (built without weights), `cuda_emulation` (GPU
 autocast and attention kernels), `tracker` (bytes per category), `trace` (the product's step and
 the batch fit), `planner` (public functions), `fit_gpu` (the fastest configuration that fits a card),
-`eight_bit` (bitsandbytes' 8-bit AdamW state), `probe` (confirming on a GPU), `measure` (the CPU allocator's
-peak of a real step, for checks).
+`eight_bit` (bitsandbytes' 8-bit AdamW state), `probe` (confirming on a GPU), `child` (planning in a separate
+process, as the web app does). The CPU allocator's peak of a real step, to check the planner against, is measured
+by utils.training.step_measure (it runs the training layer's step; the planner stays below training).
 """
 
 from utils.memory_plan.fit_gpu import GpuFit, fit_my_gpu

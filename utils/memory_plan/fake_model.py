@@ -86,13 +86,14 @@ def _placeholder_files() -> Iterator[dict[str, str]]:
 def build_fake_model(
     arch: Architecture, max_audio_length: int, optimizer_params: dict[str, Any], fake_mode: Any
 ) -> tuple[Any, Any]:
-    """(model, config): our FineTuneGPTTrainer with fake parameters, in training mode as the trainer sets it."""
-    from utils.training.gpt_model import FineTuneGPTTrainer
+    """(model, config): our XttsGPTTrainer (a run's model and step) with fake parameters, in training mode as
+    the trainer sets it."""
+    from utils.model.gpt_trainer import XttsGPTTrainer
 
     with _placeholder_files() as files:
         config = gpt_config(arch, max_audio_length, files, optimizer_params)
         with _LargeOnMeta():
-            model = FineTuneGPTTrainer(config)
+            model = XttsGPTTrainer(config)
     with fake_mode:
         model.to_empty(device="cpu")
     model.train()

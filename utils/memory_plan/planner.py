@@ -24,10 +24,10 @@ from utils.memory_plan import tracker as t
 from utils.memory_plan.architecture import resolve_architecture
 from utils.memory_plan.trace import BatchModel, DirectTraces, StepSettings
 from utils.model.base_models import check_version_name
+from utils.model.lora import parse_targets
 from utils.text.languages import canonical_language
 from utils.training.arguments import TrainArguments, fold_precision_alias, option_of
 from utils.training.input_checks import check_input_files
-from utils.training.lora import parse_targets
 from utils.training.optimizations import FUSED_ADAMW, TrainingOptimizer
 
 GIB = 1024**3

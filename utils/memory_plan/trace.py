@@ -35,7 +35,7 @@ from utils.memory_plan import tracker as t
 from utils.memory_plan.architecture import Architecture
 from utils.memory_plan.cuda_emulation import cuda_autocast_policy, efficient_sdpa, native_dropout
 from utils.memory_plan.fake_model import apply_optimizations, build_fake_model
-from utils.training.lora import LORA_TARGETS, LoraSettings, apply_lora, frozen_dtype, hold_base_layers_in
+from utils.model.lora import LORA_TARGETS, LoraSettings, apply_lora, frozen_dtype, hold_base_layers_in
 from utils.training.optimizations import TrainingOptimizer
 
 LOWER_PRECISION = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -59,7 +59,7 @@ class StepSettings:
     target: str = "cuda"  # "cuda": emulate a GPU's kernels and allocator; "cpu": trace as the CPU runs
     fused_adamw: bool = False
     optimizer: str = "adamw"  # "adamw" | "adamw_8bit" (bitsandbytes, CUDA or CPU)
-    lora_rank: int = 0  # 0: full fine-tune; else LoRA adapters on the GPT blocks (utils.training.lora)
+    lora_rank: int = 0  # 0: full fine-tune; else LoRA adapters on the GPT blocks (utils.model.lora)
     lora_alpha: float = 0.0
     lora_targets: tuple[str, ...] = LORA_TARGETS
     new_language: bool = False  # LoRA: a new language's embedding and heads train too

@@ -100,7 +100,7 @@ def write_reference_wav(rows: Iterable[tuple[str, float]], target: Path, max_can
 def complete_state(checkpoint_path: str | os.PathLike, base_weights: str | os.PathLike | None) -> dict[str, Any]:
     """The Xtts weights of a run's checkpoint, completed with the frozen parts (HiFi-GAN) from the base model,
     which training checkpoints leave out."""
-    from utils.training.lora import merge_lora_state
+    from utils.model.lora import merge_lora_state
 
     # A LoRA run's checkpoint holds base weights and adapters: ready/ holds them merged, plain XTTS weights.
     state = merge_lora_state(slim_state_dict(load_checkpoint_state(checkpoint_path)))

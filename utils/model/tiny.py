@@ -176,39 +176,6 @@ def ensure_tiny_model(folder: str | os.PathLike, seed: int = 1234) -> Path:
     return folder
 
 
-def build_resized_model(
-    folder: str | os.PathLike, model_args: dict[str, int], models_dir: str | os.PathLike | None = None, seed: int = 0
-) -> Path:
-    """A base-model folder laid out like the tiny one (its vocab, DVAE and mel stats) whose GPT has these
-    `model_args` (e.g. gpt_layers, gpt_n_model_channels), with random weights and a random speaker of the
-    matching width: for checks and benchmarks at sizes no hub provides without their weights. Built once,
-    beside the target and renamed into place. Returns the folder."""
-    from utils.model.base_models import TINY, ensure_base_model
-
-    folder = Path(folder)
-    if (folder / "model.pth").is_file():
-        return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=folder.parent))
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        shutil.copytree(ensure_base_model(TINY, models_dir).folder, staging, dirs_exist_ok=True)
-        config = json.loads((staging / "config.json").read_text(encoding="utf-8"))
-        config["model_args"].update(model_args)
-        (staging / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-        _save_random_xtts(config, staging)
-        width = config["model_args"]["gpt_n_model_channels"]
-        torch.save({"Random Speaker": _random_speakers(width)}, staging / "speakers_xtts.pth")
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(staging, folder)
-    finally:
-        torch.random.set_rng_state(generator_state)
-        shutil.rmtree(staging, ignore_errors=True)
-    return folder
-
-
 def tiny_vocab(models_folder: str | os.PathLike) -> Path:
     """The tiny model's vocab.json without building the model: its own when the model is built, else the
     same vocab trained alone (in a fraction of a second) into a cache beside it."""

@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from utils.model.base_models import ensure_base_model
-from utils.model.tiny import build_resized_model
+from utils.model.base_models import build_resized_model, ensure_base_model
 
 SENTENCES = (
     "the quick brown fox jumps over the lazy dog",
