@@ -273,7 +273,7 @@ class RunRecord(Record):
     effective_batch_size: int | None = _field("batch x gradient accumulation x ranks")
     lr_milestones_optimizer_steps: list[int] | None = _field("optimizer steps where the learning rate drops")
     vocab: dict[str, Any] | None = _field("the vocabulary used (and whether it was extended for a new language)")
-    reference: str | None = _field("reference.wav of the run (the speaker's voice for inference)")
+    reference: dict[str, Any] | None = _field("reference.wav: {sources: the clips it joins, seconds}")
     batch_size_auto: str | None = _field("how batch_size='auto' was settled")
     quality: QualitySetup | None = _field("what the scored evaluations speak")
     step: int | None = _field("steps done when training (re)started running")
