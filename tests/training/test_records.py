@@ -156,3 +156,12 @@ def test_the_page_follows_the_fields_it_shows():
         *("samples_per_sec", "clips_failed", "status", "message", "error", "run_dir", "files", "texts", "cer"),
         *("wer", "similarity", "duration_ratio", "combined", "reasons", "rule", "is_best", "best_step"),
     }
+
+
+def test_the_tensorboard_mirror_names_only_declared_fields():
+    from utils.training.records import metric_class
+    from utils.training.tensorboard_log import _SCALARS
+
+    for kind, tags in _SCALARS.items():
+        cls = metric_class({"type": kind})
+        assert cls is not None and set(tags) <= cls.field_names(), kind
