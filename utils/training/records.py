@@ -267,7 +267,7 @@ class RunRecord(Record):
     best: BestChoice | None = _field("the best checkpoint by the run's rule, and why")
     early_stop: EarlyStopState | None = _field("early stopping's count, and its stop when it ended the run")
     # the run's setup, once the trainer is built
-    steps_per_epoch: int | None = _field("optimizer-independent steps (batches) per epoch")
+    steps_per_epoch: int | None = _field("steps (batches) per epoch")
     optimizer_steps_per_epoch: int | None = _field("optimizer steps per epoch (with gradient accumulation)")
     total_steps: int | None = _field("steps the run will take in all epochs")
     effective_batch_size: int | None = _field("batch x gradient accumulation x ranks")
