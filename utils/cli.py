@@ -14,6 +14,7 @@ from typing import Any
 
 from utils.constants import XTTS_SAMPLE_RATE
 from utils.training.arguments import TrainArguments, argument_defaults, option_of
+from utils.training.records import EvalRecord, QualityRecord, metric_from_json
 
 
 class _Parser(argparse.ArgumentParser):
@@ -96,15 +97,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _print_progress(record: dict[str, Any]) -> None:
-    if record.get("type") == "eval":
-        print(f"[eval] step {record['step']}: eval_loss {record['eval_loss']}", flush=True)
-    elif record.get("type") == "quality":
+    typed = metric_from_json(record)
+    if isinstance(typed, EvalRecord):
+        print(f"[eval] step {typed.step}: eval_loss {typed.eval_loss}", flush=True)
+    elif isinstance(typed, QualityRecord):
         scores = ", ".join(
-            f"{k} {record[k]:.3f}" if record.get(k) is not None else f"{k} -"
+            f"{k} {getattr(typed, k):.3f}" if getattr(typed, k) is not None else f"{k} -"
             for k in ("cer", "wer", "similarity", "duration_ratio", "combined")
         )
-        missing = f" ({'; '.join(record['reasons'])})" if record.get("reasons") else ""
-        print(f"[quality] step {record['step']}: {scores}{missing}", flush=True)
+        missing = f" ({'; '.join(typed.reasons)})" if typed.reasons else ""
+        print(f"[quality] step {typed.step}: {scores}{missing}", flush=True)
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 from utils.device.gpu import detect_gpu
 from utils.model.base_models import models_root
 from utils.model.ready import READY_DIR
-from utils.training.run_record import list_runs, read_run
+from utils.training.run_record import list_runs, load_run
 from webui.paths import AppRoots
 from webui.runner import TrainingRunner
 
@@ -66,6 +66,6 @@ class UIContext:
         for run_dir in list_runs(self.output_dir):
             if ready_only and not (run_dir / READY_DIR / "model.pth").is_file():
                 continue
-            status = read_run(run_dir).get("status", "?")
+            status = load_run(run_dir).status or "?"
             choices.append((f"{run_dir.name} ({status})", str(run_dir)))
         return choices

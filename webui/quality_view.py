@@ -12,7 +12,8 @@ import pandas as pd
 
 from utils.audio.io import AudioError, load_audio
 from utils.training.quality_eval import EVALS_DIR
-from utils.training.run_record import read_run
+from utils.training.records import QualityRecord, records_of
+from utils.training.run_record import load_run
 from webui.shown import shown, shown_cells
 
 SCORES = (
@@ -63,15 +64,13 @@ def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per evaluation, newest first: the scores (an empty score says why), whether it became the best,
     and the reasons in full."""
     rows = []
-    for record in records:
-        if record.get("type") != "quality":
-            continue
-        reasons = list(record.get("reasons") or [])
+    for record in records_of(records, QualityRecord):
+        reasons = list(record.reasons or [])
         rows.append(
             {
-                "step": int(record["step"]),
-                **{label: _cell(record.get(key), key, reasons) for key, label in SCORES},
-                "best": "★" if record.get("is_best") else "",
+                "step": int(record.step),
+                **{label: _cell(getattr(record, key), key, reasons) for key, label in SCORES},
+                "best": "★" if record.is_best else "",
                 "notes": "; ".join(reasons),
             }
         )
@@ -80,18 +79,18 @@ def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 def best_markdown(run_dir: str | Path | None) -> str:
     """The run's rule, its best checkpoint and why; the early stop when there was one."""
-    record = read_run(run_dir) if run_dir else {}
-    best, stop = record.get("best"), record.get("early_stop")
-    if not best:
-        rule = (record.get("arguments") or {}).get("best_by")
+    record = load_run(run_dir) if run_dir else None
+    best = record.best if record else None
+    if best is None:
+        rule = ((record.arguments if record else None) or {}).get("best_by")
         return f"**Best checkpoint** by {rule}: no evaluation yet." if rule else ""
-    value = best.get("value")
-    value_text = f"{best['by']} {value:.4g}" if value is not None else f"{best['by']} (provisional)"
+    value_text = f"{best.by} {best.value:.4g}" if best.value is not None else f"{best.by} (provisional)"
     text = (
-        f"**Best checkpoint** by **{shown(best['rule'])}**: step {best['step']} ({shown(value_text)}). "
-        f"{shown(best.get('why', ''))}"
+        f"**Best checkpoint** by **{shown(best.rule)}**: step {best.step} ({shown(value_text)}). "
+        f"{shown(best.why or '')}"
     )
-    return text + (f"\n\n⏹ {shown(stop['message'])}" if stop else "")
+    stop = record.early_stop  # its count while the run goes; its message once it stopped the run
+    return text + (f"\n\n⏹ {shown(stop.message)}" if stop and stop.stopped else "")
 
 
 def evaluation_clips(run_dir: str | Path, record: dict[str, Any], count: int) -> list[tuple[str, Any]]:
@@ -100,8 +99,9 @@ def evaluation_clips(run_dir: str | Path, record: dict[str, Any], count: int) ->
     a path."""
     evals = (Path(run_dir) / EVALS_DIR).resolve()
     clips = []
-    texts = record.get("texts") or []
-    for index, name in enumerate((record.get("files") or [])[:count]):
+    scored = QualityRecord.from_json(record)
+    texts = scored.texts or []
+    for index, name in enumerate((scored.files or [])[:count]):
         path = (Path(run_dir) / str(name)).resolve()
         if evals not in path.parents:
             continue
@@ -110,7 +110,7 @@ def evaluation_clips(run_dir: str | Path, record: dict[str, Any], count: int) ->
         except AudioError:
             continue
         text = texts[index] if index < len(texts) else ""
-        clips.append((shown(f"step {record['step']} · {text[:70]}", "plain"), (rate, wav)))
+        clips.append((shown(f"step {scored.step} · {text[:70]}", "plain"), (rate, wav)))
     return clips
 
 

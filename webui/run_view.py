@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from utils.training.arguments import TrainArguments, argument_defaults
+from utils.training.records import EvalRecord, MemoryRecord, TrainRecord, metric_from_json, records_of
 from webui.shown import shown
 
 STATUS_COLORS = {
@@ -33,10 +34,13 @@ def _duration(seconds: float | None) -> str:
 
 
 def progress(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Step, total, epoch, ETA and the latest losses from metrics records."""
-    train = [r for r in records if r.get("type") == "train"]
-    evals = [r for r in records if r.get("type") == "eval"]
-    total = next((r.get("total_steps") for r in reversed(records) if r.get("total_steps")), None)
+    """Step, total, epoch, ETA and the latest losses from metrics records (as JSON, e.g. followed by the runner).
+    Only the records it shows are parsed: a long run's page refreshes every second or two."""
+    train = [r for r in records if r.get("type") == TrainRecord.TYPE]
+    evals = [r for r in records if r.get("type") == EvalRecord.TYPE]
+    parsed = (metric_from_json(r) for r in reversed(records))
+    total = next((r.total_steps for r in parsed if getattr(r, "total_steps", None)), None)
+    eval_loss = EvalRecord.from_json(evals[-1]).eval_loss if evals else None
     if not train:
         return {
             "step": 0,
@@ -45,24 +49,24 @@ def progress(records: list[dict[str, Any]]) -> dict[str, Any]:
             "eta_s": None,
             "epoch": None,
             "loss": None,
-            "eval_loss": evals[-1]["eval_loss"] if evals else None,
+            "eval_loss": eval_loss,
             "samples_per_sec": None,
             "clips_failed": 0,
         }
-    last = train[-1]
-    recent = [r for r in train[-20:] if r.get("step_time")]
-    per_step = sum(r["step_time"] + (r.get("loader_time") or 0) for r in recent) / len(recent) if recent else None
-    total = max(total or last["step"], last["step"])
+    last = TrainRecord.from_json(train[-1])
+    recent = [r for r in records_of(train[-20:], TrainRecord) if r.step_time]
+    per_step = sum(r.step_time + (r.loader_time or 0) for r in recent) / len(recent) if recent else None
+    total = max(total or last.step, last.step)
     return {
-        "step": last["step"],
+        "step": last.step,
         "total": total,
-        "fraction": last["step"] / total if total else 0.0,
-        "eta_s": (total - last["step"]) * per_step if per_step is not None else None,
-        "epoch": last.get("epoch"),
-        "loss": last.get("loss"),
-        "eval_loss": evals[-1]["eval_loss"] if evals else None,
-        "samples_per_sec": last.get("samples_per_sec"),
-        "clips_failed": last.get("clips_failed") or 0,
+        "fraction": last.step / total if total else 0.0,
+        "eta_s": (total - last.step) * per_step if per_step is not None else None,
+        "epoch": last.epoch,
+        "loss": last.loss,
+        "eval_loss": eval_loss,
+        "samples_per_sec": last.samples_per_sec,
+        "clips_failed": last.clips_failed or 0,
     }
 
 
@@ -135,14 +139,10 @@ def _thin(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def loss_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     records = list(records)
-    train = _thin([r for r in records if r.get("type") == "train"])
-    evals = [r for r in records if r.get("type") == "eval"]
-    rows = []
-    for r in train + evals:
-        if r.get("type") == "train" and r.get("loss") is not None:
-            rows.append({"step": r["step"], "loss": r["loss"], "series": "train"})
-        elif r.get("type") == "eval" and r.get("eval_loss") is not None:
-            rows.append({"step": r["step"], "loss": r["eval_loss"], "series": "eval"})
+    train = records_of(_thin([r for r in records if r.get("type") == TrainRecord.TYPE]), TrainRecord)
+    evals = records_of(records, EvalRecord)
+    rows = [{"step": r.step, "loss": r.loss, "series": "train"} for r in train if r.loss is not None]
+    rows += [{"step": r.step, "loss": r.eval_loss, "series": "eval"} for r in evals if r.eval_loss is not None]
     return _frame(rows, {"step": "int64", "loss": "float64", "series": "object"})
 
 
@@ -161,17 +161,18 @@ _RANK_SERIES = {"gpu_allocated_mb": "GPU allocated", "gpu_reserved_mb": "GPU res
 
 def _memory_points(sample: dict[str, Any]) -> list[tuple[str, float]]:
     """(series, MB) of one memory sample: the training process's, or each rank's in a multi-GPU run."""
-    ranks = sample.get("ranks")
-    if not ranks:
-        return [(label, sample[key]) for key, label in _MEMORY_SERIES.items() if sample.get(key) is not None]
+    memory = MemoryRecord.from_json(sample)
+    if not memory.ranks:
+        values = {key: getattr(memory, key) for key in _MEMORY_SERIES}
+        return [(label, values[key]) for key, label in _MEMORY_SERIES.items() if values[key] is not None]
     points = [
         (f"{_rank_label(r)} {label}", r[key])
-        for r in ranks
+        for r in memory.ranks
         for key, label in _RANK_SERIES.items()
         if r.get(key) is not None
     ]
-    if sample.get("ram_used_mb") is not None:
-        points.append(("system RAM used", sample["ram_used_mb"]))
+    if memory.ram_used_mb is not None:
+        points.append(("system RAM used", memory.ram_used_mb))
     return points
 
 
@@ -180,9 +181,9 @@ def memory_frame(history: Iterable[dict[str, Any]]) -> pd.DataFrame:
     dtypes = {"seconds": "float64", "MB": "float64", "series": "object"}
     if not history:
         return _frame([], dtypes)
-    start = history[0].get("time", 0.0)
+    start = MemoryRecord.from_json(history[0]).time or 0.0
     rows = [
-        {"seconds": round(sample.get("time", 0.0) - start, 1), "MB": megabytes, "series": label}
+        {"seconds": round((MemoryRecord.from_json(sample).time or 0.0) - start, 1), "MB": megabytes, "series": label}
         for sample in history
         for label, megabytes in _memory_points(sample)
     ]
@@ -223,30 +224,33 @@ def ranks_memory_markdown(ranks: list[dict[str, Any]]) -> str:
 
 
 def memory_markdown(training: dict[str, Any] | None, app: dict[str, Any]) -> str:
-    """The live memory panel: the training process's view when a run is active, else this app's."""
+    """The live memory panel: the training process's view (a memory record) when a run is active, else this
+    app's (get_memory_stats())."""
 
     def gb(value: Any) -> str:
         return "—" if value is None else f"{value / 1024:.2f} GB"
 
-    source = training or app
-    if training and training.get("ranks"):
+    this = MemoryRecord.from_json(app)
+    child = MemoryRecord.from_json(training) if training else None
+    source = child or this
+    if child is not None and child.ranks:
         return (
-            f"{ranks_memory_markdown(training['ranks'])}  \n**RAM** used {gb(app.get('ram_used_mb'))} of "
-            f"{gb(app.get('ram_total_mb'))} · swap {gb(app.get('swap_used_mb'))}  \n**Processes** launcher: "
-            f"{gb(training.get('process_rss_mb'))} · web app: {gb(app.get('process_rss_mb'))}"
+            f"{ranks_memory_markdown(child.ranks)}  \n**RAM** used {gb(this.ram_used_mb)} of "
+            f"{gb(this.ram_total_mb)} · swap {gb(this.swap_used_mb)}  \n**Processes** launcher: "
+            f"{gb(child.process_rss_mb)} · web app: {gb(this.process_rss_mb)}"
         )
-    who = "training process" if training else "this app (no run active)"
+    who = "training process" if child else "this app (no run active)"
     gpu = (
-        f"**GPU** allocated {gb(source.get('gpu_allocated_mb'))} · reserved {gb(source.get('gpu_reserved_mb'))} · "
-        f"peak {gb(source.get('gpu_peak_allocated_mb'))}  \n"
-        f"**Whole GPU** used {gb(source.get('gpu_used_mb'))} of {gb(source.get('gpu_total_mb'))}"
-        if source.get("gpu_total_mb") is not None
+        f"**GPU** allocated {gb(source.gpu_allocated_mb)} · reserved {gb(source.gpu_reserved_mb)} · "
+        f"peak {gb(source.gpu_peak_allocated_mb)}  \n"
+        f"**Whole GPU** used {gb(source.gpu_used_mb)} of {gb(source.gpu_total_mb)}"
+        if source.gpu_total_mb is not None
         else "**GPU** none (CPU only)"
     )
     return (
-        f"{gpu}  \n**RAM** used {gb(app.get('ram_used_mb'))} of {gb(app.get('ram_total_mb'))} · "
-        f"swap {gb(app.get('swap_used_mb'))}  \n"
-        f"**Processes** {who}: {gb(source.get('process_rss_mb'))} · web app: {gb(app.get('process_rss_mb'))}"
+        f"{gpu}  \n**RAM** used {gb(this.ram_used_mb)} of {gb(this.ram_total_mb)} · "
+        f"swap {gb(this.swap_used_mb)}  \n"
+        f"**Processes** {who}: {gb(source.process_rss_mb)} · web app: {gb(this.process_rss_mb)}"
     )
 
 

@@ -22,39 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from utils.files import JsonlFollower
-from utils.training.run_record import METRICS_FILE, RunStatus, read_run, update_run
+from utils.training.records import MemoryRecord, page_fields
+from utils.training.run_record import METRICS_FILE, RUN_FILE, RunStatus, read_run, update_run
 
 MEMORY_HISTORY = 900  # samples kept for the memory plot (15 min at one per second)
 MEMORY_BACKLOG = 60  # unread memory samples the child queues at most
-# The fields of a metrics record the UI uses; the rest (per-step memory) stays in the file.
-_FOLLOWED_FIELDS = (
-    "type",
-    "step",
-    "epoch",
-    "total_steps",
-    "loss",
-    "eval_loss",
-    "step_time",
-    "loader_time",
-    "samples_per_sec",
-    "clips_failed",
-    "status",
-    "message",
-    "error",
-    "run_dir",
-    # measured quality records
-    "files",
-    "texts",
-    "cer",
-    "wer",
-    "similarity",
-    "duration_ratio",
-    "combined",
-    "reasons",
-    "rule",
-    "is_best",
-    "best_step",
-)
+# The fields of a metrics record the UI uses (declared in utils.training.records); the rest (per-step memory)
+# stays in the file.
+_FOLLOWED_FIELDS = page_fields()
 
 
 def _report_memory(messages: Any, stop_event: Any, done: threading.Event, ranks: list[dict[str, Any]]) -> None:
@@ -67,9 +42,7 @@ def _report_memory(messages: Any, stop_event: Any, done: threading.Event, ranks:
         if os.getppid() != parent:
             stop_event.set()
             return
-        sample = {"type": "memory", "time": time.time(), **get_memory_stats()}
-        if ranks:
-            sample["ranks"] = list(ranks)
+        sample = MemoryRecord(time=time.time(), ranks=list(ranks) or None, **get_memory_stats()).to_json()
         try:
             # Nobody polling (no page open): skip samples rather than fill the pipe, which
             # would keep this process from exiting until someone reads it.
@@ -274,7 +247,7 @@ class TrainingRunner:
         state.status, state.ended_at = RunStatus.FAILED, time.time()
         state.error = f"The training process ended unexpectedly (exit code {self._process.exitcode})."
         state.message = state.error + " See the log below."
-        if state.run_dir and (Path(state.run_dir) / "run.json").is_file():
+        if state.run_dir and (Path(state.run_dir) / RUN_FILE).is_file():
             record = read_run(state.run_dir)  # marks a run whose process is gone as failed, on disk too
             if RunStatus.parse(record.get("status")).active:
                 update_run(state.run_dir, status=RunStatus.FAILED, error=state.error)

@@ -17,7 +17,8 @@ from utils.training.arguments import TrainArguments
 from utils.training.batching import optimizer_steps_per_epoch, steps_per_epoch
 from utils.training.input_checks import check_input_files
 from utils.training.optimizations import TrainingOptimizer
-from utils.training.run_record import read_run
+from utils.training.records import QualityRecord
+from utils.training.run_record import load_run
 from webui import fit_gpu_view, form, quality_view, run_view
 from webui.context import GPU_QUEUE, UIContext
 from webui.form_spec import ADVANCED, DATA, GROUPS, MODEL, QUALITY, SCHEDULE, SPEED
@@ -204,7 +205,7 @@ def quality_refresh(ctx: UIContext, seen: str) -> tuple[Any, ...]:
     """The score table, the best checkpoint and the latest evaluation's clips; sent only when they changed
     since `seen` (the timer ticks every 1.5 s, and clips are decoded audio)."""
     state = ctx.runner.poll()
-    records = [r for r in ctx.runner.metrics() if r.get("type") == "quality"]
+    records = [r for r in ctx.runner.metrics() if r.get("type") == QualityRecord.TYPE]
     best = quality_view.best_markdown(state.run_dir) if state.run_dir else ""
     signature = f"{state.run_dir}|{len(records)}|{best}"
     if signature == seen:
@@ -223,7 +224,7 @@ def run_arguments(ctx: UIContext, run: str) -> dict[str, Any]:
     folder = folder.parent if folder.is_file() else folder
     if ctx.output_dir not in folder.resolve().parents:
         return {}
-    return read_run(folder).get("arguments") or {}
+    return load_run(folder).arguments or {}
 
 
 def form_for_run(ctx: UIContext, run: str) -> list[Any]:

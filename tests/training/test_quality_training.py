@@ -183,8 +183,10 @@ def test_early_stopping_stops_when_the_rule_cannot_improve_even_across_a_resume(
     stopped = train_gpt(
         **common, progress_callback=seen.append, stop_event=lambda: sum(r["type"] == "quality" for r in seen) >= 2
     )
-    assert stopped.status == "stopped" and "early_stop" not in run_record(stopped.run_dir)
-    assert run_record(stopped.run_dir)["early_stopping"]["evals_without_improvement"] == 1
+    # run.json `early_stop` keeps the count (`early_stopping` before utils/training/records.py) and, once early
+    # stopping ended the run, its step: none here, the Stop button ended it.
+    assert stopped.status == "stopped" and "step" not in run_record(stopped.run_dir)["early_stop"]
+    assert run_record(stopped.run_dir)["early_stop"]["evals_without_improvement"] == 1
     resumed = train_gpt(**common, resume_from=stopped.run_dir)
     quality = records(resumed.run_dir, "quality")
     assert [q["step"] for q in quality] == [3, 6, 9]

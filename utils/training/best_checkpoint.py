@@ -6,7 +6,8 @@ record to metrics.jsonl, saves `best_model.pth` when this evaluation beats the b
 rule (`utils.quality.selection.BestRule`: lowest eval loss, lowest CER, highest similarity or highest
 combined score), records in run.json `best: {rule, step, value, by, why, ...}`, and ends the run through
 the Stop button's own path (`StopTraining`) once the rule's value has not improved for
-`early_stop_patience` evaluations, with the reason in run.json `early_stop`.
+`early_stop_patience` evaluations, with the count and then the reason in run.json `early_stop` (the records are
+declared in utils.training.records: BestChoice, EarlyStopState, QualitySetup, QualityRecord).
 
 Degrading gracefully: an evaluation without the rule's value (no Whisper model for "cer", no speech to
 embed for "similarity") cannot win and does not count for early stopping. Until some evaluation has the
@@ -25,7 +26,8 @@ from utils.quality.selection import BestRule, EarlyStopping, is_better
 from utils.training import distributed
 from utils.training.checkpoints import BEST_MODEL_FILE
 from utils.training.quality_eval import QualityEvaluator, ScoringBudget
-from utils.training.run_record import read_run, update_run
+from utils.training.records import BestChoice, EarlyStopState, QualityRecord, QualitySetup
+from utils.training.run_record import load_run, update_run
 from utils.training.trainer import StopTraining
 
 log = logging.getLogger(__name__)
@@ -64,19 +66,15 @@ class CheckpointChoice:
 
     def _restore(self) -> None:
         """A resumed run continues from its recorded best (and early-stopping count) under the same rule."""
-        record = read_run(self.run_dir)
-        best = record.get("best")
-        if not (
-            isinstance(best, dict)
-            and best.get("rule") == self.rule.value
-            and (self.run_dir / BEST_MODEL_FILE).is_file()
-        ):
+        record = load_run(self.run_dir)
+        best = record.best
+        if best is None or best.rule != self.rule.value or not (self.run_dir / BEST_MODEL_FILE).is_file():
             return
-        self.best = best
-        stopping = record.get("early_stopping") or {}
-        if self.stopper is not None and stopping.get("rule") == self.rule.value and best.get("value") is not None:
-            self.stopper.best = float(best["value"])
-            self.stopper.evals_without_improvement = int(stopping.get("evals_without_improvement") or 0)
+        self.best = best.to_json()
+        stopping = record.early_stop or EarlyStopState()
+        if self.stopper is not None and stopping.rule == self.rule.value and best.value is not None:
+            self.stopper.best = float(best.value)
+            self.stopper.evals_without_improvement = int(stopping.evals_without_improvement or 0)
 
     # --- the decision -------------------------------------------------------------------------------
     def decide(self, step: int, values: dict[str, float | None], reasons: list[str]) -> tuple[bool, str, str]:
@@ -129,43 +127,42 @@ class CheckpointChoice:
         elif self.evaluator is not None:
             log.info("Quality evaluation at step %d %s.", step, self.budget.reason_skipped())
         better, by, why = self.decide(step, values, quality["reasons"] if quality else [])
-        candidate = {
-            "rule": self.rule.value,
-            "step": step,
-            "value": self.rule.value_of(values) if by == self.rule.value else None,
-            "by": by,
-            "why": why,
-            "metrics": values,
-            "checkpoint": str(self.run_dir / BEST_MODEL_FILE),
-        }
+        candidate = BestChoice(
+            rule=self.rule.value,
+            step=step,
+            value=self.rule.value_of(values) if by == self.rule.value else None,
+            by=by,
+            why=why,
+            metrics=values,
+            checkpoint=str(self.run_dir / BEST_MODEL_FILE),
+        )
         # run.json names the best once best_model.pth holds it: the write may still be in flight (a background
         # save), and a kill -9 or a full disk before it lands must not leave a record of weights not on disk.
         record_best = lambda _path, best=candidate: update_run(self.run_dir, best=best)
         if better and trainer.checkpoints.save_best(trainer, step, losses, on_done=record_best) is not None:
             trainer.best_loss = losses
-            self.best = candidate
+            self.best = candidate.to_json()
         else:
             better = False
         stop = self._count(values)
-        fields: dict[str, Any] = {}
         if self.stopper is not None:
-            stopper = self.stopper
-            fields["early_stopping"] = {
-                "rule": self.rule.value,
-                "patience": stopper.patience,
-                "evals_without_improvement": stopper.evals_without_improvement,
-            }
-        if fields:
-            update_run(self.run_dir, **fields)
+            count = EarlyStopState(
+                rule=self.rule.value,
+                patience=self.stopper.patience,
+                evals_without_improvement=self.stopper.evals_without_improvement,
+            )
+            update_run(self.run_dir, early_stop=count)
         if quality is not None:
             self.metrics.quality(
-                step=step,
-                epoch=trainer.epochs_done + 1,
-                rule=self.rule.value,
-                eval_loss=values["eval_loss"],
-                **quality,
-                is_best=better,
-                best_step=self.best["step"] if self.best else None,
+                QualityRecord(
+                    step=step,
+                    epoch=trainer.epochs_done + 1,
+                    rule=self.rule.value,
+                    eval_loss=values["eval_loss"],
+                    **quality,
+                    is_best=better,
+                    best_step=self.best["step"] if self.best else None,
+                )
             )
         if stop:
             self._stop(step)
@@ -189,13 +186,14 @@ class CheckpointChoice:
         )
         update_run(
             self.run_dir,
-            early_stop={
-                "step": step,
-                "rule": self.rule.value,
-                "patience": patience,
-                "best_step": best.get("step"),
-                "message": self.stop_message,
-            },
+            early_stop=EarlyStopState(
+                rule=self.rule.value,
+                patience=patience,
+                evals_without_improvement=self.stopper.evals_without_improvement,
+                step=step,
+                best_step=best.get("step"),
+                message=self.stop_message,
+            ),
         )
         log.info(self.stop_message)
         if distributed.world_size() > 1:
@@ -227,12 +225,12 @@ def checkpoint_choice(
         )
         update_run(
             run_dir,
-            quality={
-                "sentences": [s.text for s in sentences],
-                "real_clips": [s.real_clip for s in sentences],
-                "whisper_model": args.whisper_model,
-                "seed": args.seed,
-            },
+            quality=QualitySetup(
+                sentences=[s.text for s in sentences],
+                real_clips=[s.real_clip for s in sentences],
+                whisper_model=args.whisper_model,
+                seed=args.seed,
+            ),
         )
     return CheckpointChoice(
         args.best_by, args.early_stop_patience, run_dir, metrics, evaluator, scoring_share=args.quality_eval_share

@@ -14,7 +14,7 @@ from utils.data.validation import DatasetReport
 from utils.files import read_json, refuse_links_in
 from utils.model.base_models import BaseModel
 from utils.training.checkpoints import newest_checkpoint
-from utils.training.run_record import TRAINER_CONFIG_FILE, read_run, run_status
+from utils.training.run_record import TRAINER_CONFIG_FILE, load_run, run_status
 
 if TYPE_CHECKING:
     from utils.training.arguments import TrainArguments
@@ -117,7 +117,7 @@ def resume_point(resume_from: str, refuse_active: bool = True) -> Path:
     status = run_status(run_dir)
     if refuse_active and status.active:
         raise ValueError(
-            f"resume_from: {run_dir.name} is still {status.value} (pid {read_run(run_dir).get('pid')}); stop it "
+            f"resume_from: {run_dir.name} is still {status.value} (pid {load_run(run_dir).pid}); stop it "
             "first, or wait for it to end."
         )
     return path

@@ -32,7 +32,16 @@ from utils.training import ddp_worker
 from utils.training.arguments import TrainArguments
 from utils.training.controls import StopFlag
 from utils.training.distributed import LAUNCHER_ENV
-from utils.training.run_record import METRICS_FILE, RunStatus, now_iso, process_identity, read_run, update_run
+from utils.training.records import TrainRecord, records_of
+from utils.training.run_record import (
+    METRICS_FILE,
+    RUN_FILE,
+    RunStatus,
+    load_run,
+    now_iso,
+    process_identity,
+    update_run,
+)
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 _END_GRACE_SECONDS = 60  # after SIGTERM, torchrun gives its workers 30 s before SIGKILL
@@ -83,7 +92,7 @@ def launch(args: TrainArguments, progress_callback: Any = None, stop_event: Any 
         result = read_json(control / ddp_worker.RESULT_FILE)
         if agent.returncode == 0 and result:
             return TrainResult(**result)
-        if result and run.run_dir and RunStatus.parse(read_run(run.run_dir).get("status")) != RunStatus.FAILED:
+        if result and run.run_dir and RunStatus.parse(load_run(run.run_dir).status) != RunStatus.FAILED:
             return TrainResult(**result)  # rank 0 had finished and exported; a rank failed while exiting
         refused = read_json(control / ddp_worker.REFUSED_FILE)
         failure = (
@@ -206,7 +215,7 @@ def record_failure(run_dir: Path | None, failure: dict[str, Any], progress_callb
 
     who = failure.get("who") or f"rank {failure['rank']}"
     error = f"Multi-device run failed: {who} {failure['error']}"
-    if run_dir is None or not (run_dir / "run.json").is_file():
+    if run_dir is None or not (run_dir / RUN_FILE).is_file():
         return error + " It failed before the run folder was written."
     for partial in run_dir.glob(".*.tmp"):  # a save cut short by the end of rank 0; every rank has ended
         partial.unlink(missing_ok=True)
@@ -216,18 +225,19 @@ def record_failure(run_dir: Path | None, failure: dict[str, Any], progress_callb
         if checkpoint
         else " No checkpoint was saved."
     )
-    record = read_run(run_dir)
+    record = load_run(run_dir)
     own_error = failure.get("rank") == 0 and failure.get("error_type") != "signal"
-    if own_error and RunStatus.parse(record.get("status")).ended:
+    if own_error and RunStatus.parse(record.status).ended:
         return error + keep  # rank 0 failed on its own and recorded how the run ended
-    steps = [r["step"] for r in JsonlFollower(run_dir / METRICS_FILE).follow() if r.get("type") == "train"]
-    fields = {
-        "finished": now_iso(),
-        "error": error + keep,
-        "failed_rank": failure.get("rank"),
-        "steps_done": steps[-1] if steps else record.get("steps_done", 0),
-        "last_checkpoint": str(checkpoint) if checkpoint else None,
-    }
+    steps = [r.step for r in records_of(JsonlFollower(run_dir / METRICS_FILE).follow(), TrainRecord)]
+    # StatusRecord's fields, with the same names in run.json.
+    fields: dict[str, Any] = dict(
+        finished=now_iso(),
+        error=error + keep,
+        failed_rank=failure.get("rank"),
+        steps_done=steps[-1] if steps else (record.steps_done or 0),
+        last_checkpoint=str(checkpoint) if checkpoint else None,
+    )
     update_run(run_dir, status=RunStatus.FAILED, **fields)
     logger = MetricsLogger(
         run_dir / METRICS_FILE, batch_size=1, steps_per_epoch=1, total_steps=0, on_event=progress_callback

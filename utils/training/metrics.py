@@ -2,11 +2,13 @@
 
 `MetricsLogger` is a coqui dashboard logger (the trainer hands it every step's losses and every eval's
 averages) plus two step callbacks that time each step. Each record is appended and flushed at once,
-so the web UI (another process) can follow the file while training runs.
+so the web UI (another process) can follow the file while training runs. The records are declared in
+utils.training.records (TrainRecord, EvalRecord, QualityRecord, StatusRecord); this logger builds them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from trainer.logging.base_dash_logger import BaseDashboardLogger
 
 from utils.device.memory import get_memory_stats
 from utils.files import append_jsonl
+from utils.training.records import EvalRecord, LoggedRecord, QualityRecord, StatusRecord, TrainRecord
 from utils.training.run_record import RunStatus
 from utils.training.tensorboard_log import TensorBoardMirror
 
@@ -55,7 +58,7 @@ class MetricsLogger(BaseDashboardLogger):
         self.extra_step_fields: Callable[[], dict[str, Any]] | None = None
         self.last_train: dict[str, Any] | None = None
         self.nonfinite_streak = 0
-        self._pending: dict[str, Any] | None = None
+        self._pending: TrainRecord | None = None
         self._step_started = 0.0
         self._last_step_ended: float | None = None
         self._run_started = time.time()
@@ -73,15 +76,14 @@ class MetricsLogger(BaseDashboardLogger):
         pending, self._pending = self._pending, None
         if pending is None:
             return
-        pending.update(
+        pending = dataclasses.replace(
+            pending,
             step_time=round(step_time, 4),
             loader_time=round(loader_time, 4),
             samples_per_sec=round(self.batch_size / step_time, 3) if step_time > 0 else None,
+            **(self.extra_step_fields() if self.extra_step_fields is not None else {}),
         )
-        if self.extra_step_fields is not None:
-            pending.update(self.extra_step_fields())
-        self._emit(pending)
-        self.last_train = pending
+        self.last_train = self._emit(pending)
 
     def on_train_epoch_start(self, trainer: Any) -> None:
         # Time spent between epochs (eval, checkpoints) is not data loading.
@@ -94,36 +96,34 @@ class MetricsLogger(BaseDashboardLogger):
         # weighted terms is the loss itself, comparable with the eval loss.
         loss = text_ce + mel_ce if text_ce is not None and mel_ce is not None else _number(stats.get("loss"))
         self.nonfinite_streak = 0 if loss is not None else self.nonfinite_streak + 1
-        self._pending = {
-            "type": "train",
-            "step": step + 1,  # steps done, counting this one
-            "epoch": self._epoch(),
-            "total_steps": self.total_steps,
-            "loss": loss,
-            "loss_text_ce": text_ce,
-            "loss_mel_ce": mel_ce,
-            "lr": _number(stats.get("current_lr")),
-            "grad_norm": _number(stats.get("grad_norm")),
-            "amp_scale": _number(stats.get("amp_scaler")),
-            "clips_failed": self.clips_failed(),
-        }
+        self._pending = TrainRecord(
+            step=step + 1,  # steps done, counting this one
+            epoch=self._epoch(),
+            total_steps=self.total_steps,
+            loss=loss,
+            loss_text_ce=text_ce,
+            loss_mel_ce=mel_ce,
+            lr=_number(stats.get("current_lr")),
+            grad_norm=_number(stats.get("grad_norm")),
+            amp_scale=_number(stats.get("amp_scaler")),
+            clips_failed=self.clips_failed(),
+        )
 
     def eval_stats(self, step: int, stats: dict[str, Any]) -> None:
         self._emit(
-            {
-                "type": "eval",
-                "step": step,
-                "epoch": self._epoch(),
-                "total_steps": self.total_steps,
-                "eval_loss": _number(stats.get("avg_loss")),
-                "eval_loss_text_ce": _number(stats.get("avg_loss_text_ce")),
-                "eval_loss_mel_ce": _number(stats.get("avg_loss_mel_ce")),
-            }
+            EvalRecord(
+                step=step,
+                epoch=self._epoch(),
+                total_steps=self.total_steps,
+                eval_loss=_number(stats.get("avg_loss")),
+                eval_loss_text_ce=_number(stats.get("avg_loss_text_ce")),
+                eval_loss_mel_ce=_number(stats.get("avg_loss_mel_ce")),
+            )
         )
 
     def status(self, status: str, **fields: Any) -> None:
-        """A run-level event: started, resumed, stopped, finished, failed..."""
-        self._emit({"type": "status", "status": status, **fields})
+        """A run-level event: started, resumed, stopped, finished, failed... (StatusRecord's fields)."""
+        self._emit(StatusRecord(status=status, **fields))
         if self.tensorboard is not None:
             # A status record is where a reader looks: what is buffered reaches the files now.
             if RunStatus.parse(status).ended:
@@ -131,9 +131,9 @@ class MetricsLogger(BaseDashboardLogger):
             else:
                 self.tensorboard.flush()
 
-    def quality(self, **fields: Any) -> None:
+    def quality(self, record: QualityRecord) -> None:
         """Measured quality of one evaluation (utils.training.best_checkpoint writes it)."""
-        self._emit({"type": "quality", **fields})
+        self._emit(record)
 
     def clips_failed(self) -> int:
         """Clips the data loader could not load so far (the model collects them from every batch)."""
@@ -143,18 +143,22 @@ class MetricsLogger(BaseDashboardLogger):
     def _epoch(self) -> int:
         return int(getattr(self.trainer, "epochs_done", 0)) + 1
 
-    def _emit(self, record: dict[str, Any]) -> None:
-        record["time"] = round(time.time(), 3)
-        record["elapsed_s"] = round(time.time() - self._run_started, 2)
-        record.update(get_memory_stats())
+    def _emit(self, typed: LoggedRecord) -> dict[str, Any]:
+        """Stamp the record (time, memory), append it to the file, pass it on; returns it as written."""
+        now = time.time()
+        typed = dataclasses.replace(
+            typed, time=round(now, 3), elapsed_s=round(now - self._run_started, 2), **get_memory_stats()
+        )
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             # Peaks per record (per step, per eval) show where memory spikes, not just the run's maximum.
             torch.cuda.reset_peak_memory_stats()
+        record = typed.to_json()
         append_jsonl(self.path, record)
         if self.tensorboard is not None:
             self.tensorboard(record)
         if self.on_event is not None:
             self.on_event(dict(record))
+        return record
 
     # --- the rest of the abstract interface: nothing else is recorded ------------------------------
     def model_weights(self, model, step):

@@ -48,6 +48,7 @@ from utils.training.input_checks import (
 from utils.training.lora import LoraSettings, export_adapter
 from utils.training.metrics import MetricsLogger
 from utils.training.rank_run import train_beside_rank_zero
+from utils.training.records import RunRecord, StatusRecord
 from utils.training.resume_checks import check_resume, checkpoint_steps
 from utils.training.run_record import (
     DATASET_REPORT_FILE,
@@ -57,6 +58,7 @@ from utils.training.run_record import (
     RunStatus,
     create_run_dir,
     library_versions,
+    load_run,
     now_iso,
     process_identity,
     read_run,
@@ -222,7 +224,7 @@ class TrainingRun:
             batch, self.batch_choice = plan_batch_size(self.args, report.train_count)
             self.args = self.args.replace(batch_size=batch)
             return True
-        batch = int((read_run(self.resume_dir).get("arguments") or {}).get("batch_size") or 0)
+        batch = int((load_run(self.resume_dir).arguments or {}).get("batch_size") or 0)
         if batch < 1:
             raise ValueError(f"resume_from: {self.resume_dir} does not record its batch size; give batch_size.")
         self.batch_choice = f"batch_size auto on resume: the run's own {batch}"
@@ -239,14 +241,15 @@ class TrainingRun:
             return
         later = rewrite_jsonl(
             self.run_dir / METRICS_FILE,
-            lambda r: r.get("type") != "status" and isinstance(r.get("step"), int) and r["step"] > steps_done,
+            lambda r: r.get("type") != StatusRecord.TYPE and isinstance(r.get("step"), int) and r["step"] > steps_done,
         )
         for record in later:
             append_jsonl(self.run_dir / SUPERSEDED_METRICS_FILE, {**record, "superseded_at": now_iso()})
 
     # --- the run's record -----------------------------------------------------------------------------
     def _set_status(self, status: RunStatus, **fields: Any) -> None:
-        """run.json first (the truth), then the status record in metrics.jsonl, which the caller is sent."""
+        """run.json first (the truth), then the status record in metrics.jsonl, which the caller is sent. `fields`
+        are StatusRecord's, with the same names and meaning in RunRecord."""
         assert self.run_dir is not None and self.metrics is not None
         update_run(self.run_dir, status=status, **fields)
         self.metrics.status(status.value, run_dir=str(self.run_dir), **fields)
@@ -274,45 +277,45 @@ class TrainingRun:
 
     def _checkpoint_saved(self, kind: str, path: Path, steps_done: int) -> None:
         assert self.run_dir is not None
-        update_run(self.run_dir, **{f"{kind}_checkpoint": str(path), f"{kind}_checkpoint_step": steps_done})
+        if kind == "best":
+            update_run(self.run_dir, best_checkpoint=str(path), best_checkpoint_step=steps_done)
+        else:
+            update_run(self.run_dir, last_checkpoint=str(path), last_checkpoint_step=steps_done)
 
     def _write_record(self, base: BaseModel, report: DatasetReport) -> None:
         assert self.run_dir is not None
-        previous = read_run(self.run_dir) if self.resume_dir else {}
+        previous = load_run(self.run_dir) if self.resume_dir else RunRecord()
+        resumed = bool(previous.to_json())
         gpu = detect_gpu()
         write_run(
             self.run_dir,
-            {
-                "status": RunStatus.STARTING.value,
-                "started": now_iso(),
-                "arguments": self.args.to_dict(),
-                "run_dir": str(self.run_dir),
-                "base_model": {"version": base.version, "folder": str(base.folder)},
-                "language": self.language,
-                "text_frontend": self.frontend.to_dict(),
-                "device": {**gpu.to_dict(), "summary": gpu.summary()},
-                "versions": library_versions(),
-                "command": sys.argv[:1],
+            RunRecord(
+                status=RunStatus.STARTING.value,
+                started=now_iso(),
+                arguments=self.args.to_dict(),
+                run_dir=str(self.run_dir),
+                base_model={"version": base.version, "folder": str(base.folder)},
+                language=self.language,
+                text_frontend=self.frontend.to_dict(),
+                device={**gpu.to_dict(), "summary": gpu.summary()},
+                versions=library_versions(),
+                command=sys.argv[:1],
                 **(distributed.launcher_identity() or process_identity()),  # the process that called train_gpt
                 **distributed.run_fields(self.ranks),
-                "dataset": {
+                dataset={
                     **{k: v for k, v in report.to_dict().items() if k != "problems"},
                     "fingerprint": self.dataset_fingerprint,
                 },
-                **{
-                    key: previous.get(key)
-                    for key in (
-                        "last_checkpoint",
-                        "last_checkpoint_step",
-                        "best_checkpoint",
-                        "best_checkpoint_step",
-                        "best",
-                        "early_stopping",
-                    )
-                },
-                "history": previous.get("history", []) + ([history_entry(previous)] if previous else []),
-                "changed_on_resume": changed_arguments(previous.get("arguments") or {}, self.args.to_dict()),
-            },
+                # What a resume continues from: its checkpoints, its best and early stopping's count.
+                last_checkpoint=previous.last_checkpoint,
+                last_checkpoint_step=previous.last_checkpoint_step,
+                best_checkpoint=previous.best_checkpoint,
+                best_checkpoint_step=previous.best_checkpoint_step,
+                best=previous.best,
+                early_stop=previous.early_stop.count_only() if previous.early_stop else None,
+                history=(previous.history or []) + ([history_entry(previous)] if resumed else []),
+                changed_on_resume=changed_arguments(previous.arguments or {}, self.args.to_dict()),
+            ),
         )
         self._set_status(RunStatus.STARTING)
 
@@ -347,7 +350,7 @@ class TrainingRun:
             raise torch.OutOfMemoryError(advice) from exc
         except BaseException as exc:
             message = self._failure_message(exc)
-            if read_run(self.run_dir).get("status") != RunStatus.FAILED.value:
+            if load_run(self.run_dir).status != RunStatus.FAILED.value:
                 self._fail(message)
             if is_disk_full(exc) and not isinstance(exc, DiskFull):
                 raise DiskFull(message) from exc  # the caller gets the product's words too, as one type
@@ -471,6 +474,12 @@ def changed_arguments(before: dict[str, Any], now: dict[str, Any]) -> dict[str, 
     return {k: [before.get(k), v] for k, v in now.items() if k != "resume_from" and before.get(k) != v}
 
 
-def history_entry(previous: dict[str, Any]) -> dict[str, Any]:
-    keys = ("started", "finished", "status", "steps_done", "arguments")
-    return {k: previous.get(k) for k in keys}
+def history_entry(previous: RunRecord) -> dict[str, Any]:
+    """What run.json `history` keeps of an earlier session of a resumed run."""
+    return {
+        "started": previous.started,
+        "finished": previous.finished,
+        "status": previous.status,
+        "steps_done": previous.steps_done,
+        "arguments": previous.arguments,
+    }

@@ -4,7 +4,9 @@ Statuses have one vocabulary (`RunStatus`), used in run.json, in the status reco
 metrics.jsonl, in the messages the training process sends the web app, and on the page. Run
 folders are created atomically and uniquely (`create_run_dir`), and a reader that finds a run
 marked active whose process is gone marks it failed (`read_run`), so the status on disk stays true
-after a kill -9 or a power loss.
+after a kill -9 or a power loss. The fields of run.json are declared in `utils.training.records.RunRecord`:
+`update_run` refuses a name it does not declare, `read_run` reads the names older runs wrote as today's, and
+`load_run` gives the typed record.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import psutil
 
 from utils.files import read_json, write_json_atomic
+from utils.training.records import Record, RunRecord, to_json_value
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
@@ -113,11 +116,17 @@ def read_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     record = read_json(Path(run_dir) / RUN_FILE, {})
     if not isinstance(record, dict):
         return {}
+    record = RunRecord.upgrade(record)  # the names older runs wrote, as today's (early_stopping -> early_stop)
     if RunStatus.parse(record.get("status")).active and process_alive(record) is False:
         record.update(status=RunStatus.FAILED.value, finished=now_iso(), error=died_message(record))
         with contextlib.suppress(OSError):
             write_run(run_dir, record)
     return record
+
+
+def load_run(run_dir: str | os.PathLike) -> RunRecord:
+    """The run's record, typed (an empty one when there is none); see `read_run`."""
+    return RunRecord.from_json(read_run(run_dir))
 
 
 def died_message(record: dict[str, Any]) -> str:
@@ -129,14 +138,16 @@ def died_message(record: dict[str, Any]) -> str:
     )
 
 
-def write_run(run_dir: str | os.PathLike, record: dict[str, Any]) -> None:
+def write_run(run_dir: str | os.PathLike, record: dict[str, Any] | RunRecord) -> None:
     """Replace run.json atomically (the web app reads it while training runs)."""
-    write_json_atomic(Path(run_dir) / RUN_FILE, record)
+    write_json_atomic(Path(run_dir) / RUN_FILE, record.to_json() if isinstance(record, Record) else record)
 
 
 def update_run(run_dir: str | os.PathLike, **fields: Any) -> dict[str, Any]:
-    record = read_json(Path(run_dir) / RUN_FILE, {})
-    record.update({k: (v.value if isinstance(v, RunStatus) else v) for k, v in fields.items()})
+    """Set `fields` of run.json (RunRecord's names; a record or an enum is written as JSON)."""
+    RunRecord.check_names(fields)
+    record = RunRecord.upgrade(read_json(Path(run_dir) / RUN_FILE, {}))
+    record.update({k: to_json_value(v) for k, v in fields.items()})
     write_run(run_dir, record)
     return record
 

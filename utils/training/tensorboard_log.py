@@ -11,13 +11,15 @@ import math
 from pathlib import Path
 from typing import Any
 
+from utils.training.records import EvalRecord, QualityRecord, TrainRecord
+
 log = logging.getLogger(__name__)
 
 TENSORBOARD_DIR = "tensorboard"
 
-# record type -> {record field: TensorBoard tag}
+# record type -> {record field (utils.training.records): TensorBoard tag}
 _SCALARS: dict[str, dict[str, str]] = {
-    "train": {
+    TrainRecord.TYPE: {
         "loss": "train/loss",
         "loss_text_ce": "train/loss_text_ce",
         "loss_mel_ce": "train/loss_mel_ce",
@@ -34,12 +36,12 @@ _SCALARS: dict[str, dict[str, str]] = {
         "process_rss_mb": "memory/process_rss_mb",
         "ram_used_mb": "memory/ram_used_mb",
     },
-    "eval": {
+    EvalRecord.TYPE: {
         "eval_loss": "eval/loss",
         "eval_loss_text_ce": "eval/loss_text_ce",
         "eval_loss_mel_ce": "eval/loss_mel_ce",
     },
-    "quality": {
+    QualityRecord.TYPE: {
         "cer": "quality/cer",
         "wer": "quality/wer",
         "similarity": "quality/speaker_similarity",
@@ -76,7 +78,7 @@ class TensorBoardMirror:
                 value = record.get(field)
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                     writer.add_scalar(tag, value, step)
-            if record["type"] == "quality":
+            if record["type"] == QualityRecord.TYPE:
                 self._clips(writer, record, step)
             # Into the file at once (a flush, not an fsync): a kill -9 then loses no step before its checkpoint.
             writer.flush()
