@@ -7,13 +7,16 @@ any model is built) and starts the worker, its output going to the run's log. Ev
 folder: run.json is the truth about the status, metrics.jsonl holds the steps (and the status records whose
 messages the page shows), memory.jsonl the worker's memory each second, result.json how the worker ended. Stop
 writes the folder's stop file, which the worker checks at each step boundary; it then saves a checkpoint and
-ends as stopped. Because the folder is the protocol, a runner created after the web server restarted re-attaches
-to a worker still training (worker.json names its process); the worker itself trains on when the server dies.
+ends as stopped. Because the folder is the protocol, a runner created anew (the web server restarted, or the page
+rebuilt) re-attaches to a worker still training (worker.json names its process). A worker whose web server is
+gone stops at the next step boundary with a checkpoint (utils.training.worker.FOLLOWER_ENV), as the child
+always did: nobody could watch or stop it otherwise; the restarted app shows it stopped and resumes it.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
 import shutil
@@ -49,6 +52,7 @@ from utils.training.spec import (
     refuse_active_run,
     request_stop,
 )
+from utils.training.worker import FOLLOWER_ENV
 
 MEMORY_HISTORY = 900  # samples kept for the memory plot (15 min at one per second)
 _REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -357,8 +361,10 @@ def _roots(roots: Any) -> tuple[str, ...] | None:
 
 
 def _worker_env() -> dict[str, str]:
-    """The worker runs in the server's folder (relative paths mean the same) and finds this program's modules."""
+    """The worker runs in the server's folder (relative paths mean the same) and finds this program's modules; it
+    stops with a checkpoint once this process is gone."""
     env = dict(os.environ)
+    env[FOLLOWER_ENV] = json.dumps(process_identity())
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("GRADIO_ANALYTICS_ENABLED", "False")

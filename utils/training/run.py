@@ -80,11 +80,13 @@ class TrainingRun:
         should_stop: Any = None,
         audio_roots: Any = None,
         run_dir: str | Path | None = None,
+        devices: tuple[str, ...] = (),
     ) -> None:
         self.args = args
         self.audio_roots = audio_roots
         # The folder a worker was started on (its spec.json written by the caller); None: this run creates one.
         self.given_run_dir = Path(run_dir).resolve() if run_dir is not None else None
+        self.devices = devices  # a several-device run's spec: each local rank's device, kept in spec.json
         self.progress = progress
         self.should_stop = StopFlag(should_stop)
         self.language = canonical_language(args.language)
@@ -210,6 +212,7 @@ class TrainingRun:
             resolved=True,
             batch_size_auto=self.batch_choice,
             probe_batch=probe_batch,
+            devices=self.devices,
         )
         self.spec.write()
 
