@@ -67,6 +67,10 @@ def test_a_new_runner_reattaches_to_a_running_worker_and_stops_it(tmp_path, tiny
     assert Path(checkpoint).is_file() and state.message.startswith(f"Stopped. Checkpoint saved: `{checkpoint}`")
     assert read_run(run_dir)["status"] == "stopped"
     assert process_alive(read_json(Path(run_dir) / "worker.json")) is False, "the worker has ended"
+    # The first runner reaps its child once the kernel has torn it down (psutil calls it a zombie a moment earlier).
+    deadline = time.time() + 30
+    while first.poll().active and time.time() < deadline:
+        time.sleep(0.2)
     assert first.poll().status.value == "stopped", "the first runner reads the same ending from the folder"
     assert "Stopped at step" in second.log_tail(), "the worker's output is in the run's log"
     # A third runner (another restart) finds nothing to follow: the worker has ended.
