@@ -1,7 +1,8 @@
 """`train_gpt`: fine-tune the XTTS GPT on a user's dataset with coqui's GPTTrainer and Trainer.
 
 The same function serves notebooks, the CLI (`python -m utils.cli train`) and the web UI (which runs
-it in a child process). The work itself is `utils.training.run.TrainingRun`.
+it in a worker process, `python -m utils.training.worker RUN_DIR`). The work itself is
+`utils.training.run.TrainingRun`.
 """
 
 from __future__ import annotations

@@ -147,7 +147,7 @@ def _worker_env(devices: list[str]) -> dict[str, str]:
 
 
 def _echo_output(agent: subprocess.Popen, tail: deque[str]) -> threading.Thread:
-    """Copy the ranks' console to ours (a notebook shows it; the web app's child logs it), keeping a tail."""
+    """Copy the ranks' console to ours (a notebook shows it; the web app's worker logs it), keeping a tail."""
 
     def pump() -> None:
         assert agent.stdout is not None
