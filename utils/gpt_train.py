@@ -1,46 +1,27 @@
 """`train_gpt`: fine-tune the XTTS GPT on a user's dataset with coqui's GPTTrainer and Trainer.
 
 The same function serves notebooks, the CLI (`python -m utils.cli train`) and the web UI (which runs
-it in a child process). The work itself is `utils.training.run.TrainingRun`.
+it in a worker process, `python -m utils.training.worker RUN_DIR`). The work itself is
+`utils.training.run.TrainingRun`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from utils.model.ready import READY_DIR, REFERENCE_WAV
 from utils.training import distributed
 from utils.training.arguments import TrainArguments, argument_defaults
 from utils.training.input_checks import check_input_files
+from utils.training.outcome import TrainResult
 from utils.training.run import TrainingRun
-from utils.training.run_record import read_run
+
+__all__ = ["TrainResult", "estimate_gpt_memory", "fit_my_gpu", "train_gpt"]
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 # train_gpt's positional parameters are TrainArguments' first fields: names, order, types and defaults as declared
 # there (tests/training/test_train_gpt_signature.py compares them).
 DEFAULTS = argument_defaults()
-
-
-class TrainResult(NamedTuple):
-    """What `train_gpt` returns; unpacks to six paths, in this order."""
-
-    speaker_path: str  # ready/speakers_xtts.pth ("" when the base model has none)
-    config_path: str  # ready/config.json
-    checkpoint_path: str  # the fine-tuned checkpoint: best by the run's best_by rule (or the last, if none was chosen)
-    vocab_path: str  # ready/vocab.json
-    run_dir: str
-    reference_wav: str  # ready/reference.wav, a clean clip from the training data
-
-    @property
-    def ready_dir(self) -> str:
-        return str(Path(self.run_dir) / READY_DIR)
-
-    @property
-    def status(self) -> str:
-        """finished | stopped | interrupted (a stopped run can be continued with resume_from)."""
-        return str(read_run(self.run_dir).get("status", "unknown"))
 
 
 def train_gpt(
@@ -87,17 +68,7 @@ def train_gpt(
         from utils.training.launcher import launch
 
         return launch(args, progress_callback, stop_event, audio_roots=audio_roots)  # this function once per device
-    output = TrainingRun(args, progress_callback, stop_event, audio_roots=audio_roots).execute()
-    ready = output.ready_dir
-    speakers = ready / "speakers_xtts.pth"
-    return TrainResult(
-        speaker_path=str(speakers) if speakers.is_file() else "",
-        config_path=str(ready / "config.json"),
-        checkpoint_path=str(output.checkpoint),
-        vocab_path=str(ready / "vocab.json"),
-        run_dir=str(output.run_dir),
-        reference_wav=str(ready / REFERENCE_WAV),
-    )
+    return TrainResult.of(TrainingRun(args, progress_callback, stop_event, audio_roots=audio_roots).execute())
 
 
 def estimate_gpt_memory(*args: Any, **kwargs: Any) -> Any:

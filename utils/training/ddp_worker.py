@@ -1,15 +1,15 @@
 """The processes of a multi-device run, below the launcher (`utils.training.launcher`):
 
-    python -m utils.training.ddp_worker agent CONTROL N    torchrun's elastic agent (torch.distributed.run),
-                                                           which starts N workers and records which one failed
-    python -m utils.training.ddp_worker worker CONTROL     one rank: pins its device, init_process_group
-                                                           (NCCL on GPUs, gloo on CPUs), then train_gpt(...)
+    python -m utils.training.ddp_worker agent RUN_DIR N    torchrun's elastic agent (torch.distributed.run),
+                                                           which starts N ranks and records which one failed
+    python -m utils.training.worker RUN_DIR                one rank (torchrun sets LOCAL_RANK): pins its device,
+                                                           init_process_group (NCCL on GPUs, gloo on CPUs), then
+                                                           runs the folder's spec as every training process does
 
-CONTROL is a private folder of the launcher: the arguments (spec.json), the stop request (stop), rank 0's
-run folder (run_dir.json: the launcher follows its metrics.jsonl), rank 0's result (result.json), a rank's ValueError
-(refused.json: a user mistake, raised again by the launcher) and the agent's account of a failure
-(failure.json). Only the standard library is imported at the top: a worker must hide the other GPUs
-(CUDA_VISIBLE_DEVICES) before torch is imported.
+Everything goes through the run folder (utils.training.spec): the spec (spec.json, with each local rank's
+device), the stop request (stop), rank 0's result (result.json), a rank's ValueError (refused.json: a user
+mistake, raised again by the launcher) and the agent's account of a failure (failure.json). Only the standard
+library is imported at the top: a rank must hide the other GPUs (CUDA_VISIBLE_DEVICES) before torch is imported.
 """
 
 from __future__ import annotations
@@ -24,13 +24,9 @@ from typing import Any
 
 from utils.files import write_json_atomic  # the standard library only: safe before the device is pinned
 
-SPEC_FILE = "spec.json"  # {"arguments": train_gpt keywords, "devices": the device of each local rank}
-STOP_FILE = "stop"
-RUN_DIR_FILE = "run_dir.json"
-RESULT_FILE = "result.json"
 FAILURE_FILE = "failure.json"
 REFUSED_FILE = "refused.json"  # a rank's ValueError: the arguments or the dataset were refused
-_REFUSED_EXIT = 2
+REFUSED_EXIT = 2
 INIT_TIMEOUT_MINUTES = 30  # a rank > 0 waits in a collective while rank 0 loads the model and builds the vocab
 _PEER_LOST = (
     "DistBackendError",
@@ -82,18 +78,18 @@ class ConsoleOrNothing(io.TextIOBase):
         return getattr(self.stream, name)
 
 
-def _guard_console() -> None:
+def guard_console() -> None:
     sys.stdout, sys.stderr = ConsoleOrNothing(sys.stdout), ConsoleOrNothing(sys.stderr)
 
 
 # --- the agent -----------------------------------------------------------------------------------------
-def agent_main(control: Path, nprocs: int) -> int:
+def agent_main(run_dir: Path, nprocs: int) -> int:
     """torchrun (`torch.distributed.run.run`); when ranks fail, failure.json names the one that caused it."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
 
     args = get_args_parser().parse_args(
-        ["--standalone", f"--nproc-per-node={nprocs}", "--module", "utils.training.ddp_worker", "worker", str(control)]
+        ["--standalone", f"--nproc-per-node={nprocs}", "--module", "utils.training.worker", str(run_dir)]
     )
     try:
         run(args)
@@ -106,7 +102,7 @@ def agent_main(control: Path, nprocs: int) -> int:
             error_type, _, error = _message(failure).partition(": ")
             error = f"failed: {error_type}: {error or '(no message)'}"
         write_json_atomic(
-            control / FAILURE_FILE,
+            run_dir / FAILURE_FILE,
             {"rank": rank, "exitcode": failure.exitcode, "error": error, "error_type": error_type},
         )
         return 1
@@ -126,25 +122,15 @@ def _message(failure: Any) -> str:
     return str(message.get("message", message) if isinstance(message, dict) else message)
 
 
-# --- a worker ------------------------------------------------------------------------------------------
-class AnnounceRunDir:
-    """Rank 0's progress callback: the first record names the run folder, which the launcher then follows."""
-
-    def __init__(self, control: Path) -> None:
-        self.path = control / RUN_DIR_FILE
-        self.announced = False
-
-    def __call__(self, record: dict[str, Any]) -> None:
-        if not self.announced and record.get("run_dir"):
-            write_json_atomic(self.path, {"run_dir": record["run_dir"]})
-            self.announced = True
-
-
+# --- a rank ------------------------------------------------------------------------------------------
 class StopRequest:
-    """A rank's stop check: the launcher asked (stop file), or the launcher is gone (nobody would follow the run)."""
+    """A rank's stop check: the run folder's stop file (the launcher's, or the web app's through the launcher), or
+    the launcher is gone (nobody would follow the run)."""
 
-    def __init__(self, control: Path, launcher: dict[str, Any]) -> None:
-        self.path = control / STOP_FILE
+    def __init__(self, run_dir: Path, launcher: dict[str, Any]) -> None:
+        from utils.training.spec import STOP_FILE
+
+        self.path = run_dir / STOP_FILE
         self.launcher = launcher
 
     def __call__(self) -> bool:
@@ -153,59 +139,22 @@ class StopRequest:
         return self.path.exists() or process_alive(self.launcher) is False
 
 
-def worker_main(control: Path) -> None:
-    spec = json.loads((control / SPEC_FILE).read_text(encoding="utf-8"))
-    device = spec["devices"][int(os.environ["LOCAL_RANK"])]
-    # Each rank sees only its own GPU (as cuda:0), so coqui's Trainer runs in its one-GPU mode.
-    os.environ["CUDA_VISIBLE_DEVICES"] = "" if device == "cpu" else device
-    from datetime import timedelta
+def rank_device(run_dir: Path) -> str:
+    """This rank's device from the spec, read with the standard library (torch is not imported yet)."""
+    spec = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
+    return spec["devices"][int(os.environ["LOCAL_RANK"])]
 
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.elastic.multiprocessing.errors import record
 
-    @record  # an exception goes to torchrun's error file, which the agent reads
-    def train() -> None:
-        timeout = timedelta(minutes=INIT_TIMEOUT_MINUTES)
-        if device == "cpu":
-            dist.init_process_group("gloo", timeout=timeout)
-        else:
-            torch.cuda.set_device(0)
-            dist.init_process_group("nccl", timeout=timeout, device_id=torch.device("cuda", 0))
-        try:
-            from utils.gpt_train import train_gpt
-            from utils.training.distributed import LAUNCHER_ENV
-
-            stop = StopRequest(control, json.loads(os.environ[LAUNCHER_ENV]))
-            try:
-                result = train_gpt(
-                    **spec["arguments"],
-                    stop_event=stop,
-                    progress_callback=AnnounceRunDir(control),
-                    audio_roots=spec.get("audio_roots"),
-                )
-            except ValueError as exc:  # a user mistake: one message for the caller, not a traceback per rank
-                write_json_atomic(
-                    control / REFUSED_FILE,
-                    {
-                        "rank": dist.get_rank(),
-                        "message": str(exc),
-                        "error": f"failed: ValueError: {exc}",
-                        "error_type": "ValueError",
-                    },
-                )
-                sys.exit(_REFUSED_EXIT)
-            if dist.get_rank() == 0:
-                write_json_atomic(control / RESULT_FILE, result._asdict())
-        finally:
-            dist.destroy_process_group()
-
-    train()
+def refused(run_dir: Path, rank: int, exc: ValueError) -> None:
+    write_json_atomic(
+        run_dir / REFUSED_FILE,
+        {"rank": rank, "message": str(exc), "error": f"failed: ValueError: {exc}", "error_type": "ValueError"},
+    )
 
 
 if __name__ == "__main__":
-    _guard_console()
+    guard_console()
     role, folder = sys.argv[1], Path(sys.argv[2])
-    if role == "agent":
-        sys.exit(agent_main(folder, int(sys.argv[3])))
-    worker_main(folder)
+    if role != "agent":
+        sys.exit(f"unknown role {role!r}: the ranks run python -m utils.training.worker RUN_DIR")
+    sys.exit(agent_main(folder, int(sys.argv[3])))

@@ -1,14 +1,17 @@
 """`train_gpt(devices="0,1")`: one training process per device, started by torchrun, followed from here.
 
-    this process (notebook, CLI or the web app's child) -- python -m utils.training.ddp_worker agent CONTROL N
-        torchrun's elastic agent -- one worker per device: init_process_group, then train_gpt(...) as rank r
+    this process (notebook, CLI or the web app's worker) -- python -m utils.training.ddp_worker agent RUN_DIR N
+        torchrun's elastic agent -- one rank per device: python -m utils.training.worker RUN_DIR
 
-Rank 0 writes the run folder exactly as a one-device run does; run.json names this process as the run's
-(so a reader marks the run failed if it disappears) and records the world size and devices. From here:
-the caller's progress_callback receives rank 0's metrics records; a stop request (stop_event, Ctrl-C)
-becomes a stop file every rank checks, so all stop after the same step with a checkpoint saved; when a
-rank dies, the others are ended by torchrun, and run.json and metrics.jsonl record the failed rank and
-the last checkpoint (kept: checkpoints are written atomically) before a RuntimeError says the same.
+The run folder is the protocol (utils.training.spec): this process creates it (or takes the resumed run's, or
+the folder its own worker was started on) and writes spec.json with each rank's device; every rank runs that
+spec as any worker does. Rank 0 writes the run folder exactly as a one-device run does; run.json names this
+process as the run's (so a reader marks the run failed if it disappears) and records the world size and
+devices. From here: the caller's progress_callback receives rank 0's metrics records; a stop request
+(stop_event, Ctrl-C) becomes the folder's stop file every rank checks, so all stop after the same step with a
+checkpoint saved; when a rank dies, the others are ended by torchrun, and run.json and metrics.jsonl record the
+failed rank and the last checkpoint (kept: checkpoints are written atomically) before a RuntimeError says the
+same. A run refused by the ranks (arguments, dataset) leaves no folder this process created.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -27,60 +29,67 @@ from pathlib import Path
 from typing import Any
 
 from utils.device.selection import check_devices_present, parse_devices, physical_gpu_ids
-from utils.files import JsonlFollower, read_json, write_json_atomic
+from utils.files import JsonlFollower, read_json
+from utils.text.languages import canonical_language
 from utils.training import ddp_worker
 from utils.training.arguments import TrainArguments
 from utils.training.controls import StopFlag
 from utils.training.distributed import LAUNCHER_ENV
+from utils.training.outcome import TrainResult
 from utils.training.records import TrainRecord, records_of
 from utils.training.run_record import (
     METRICS_FILE,
     RUN_FILE,
     RunStatus,
+    create_run_dir,
     load_run,
     now_iso,
     process_identity,
+    read_run,
     update_run,
 )
+from utils.training.spec import RESULT_FILE, RunSpec, clear_stop, refuse_active_run, request_stop
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 _END_GRACE_SECONDS = 60  # after SIGTERM, torchrun gives its workers 30 s before SIGKILL
 
 
-def launch(args: TrainArguments, progress_callback: Any = None, stop_event: Any = None, audio_roots: Any = None) -> Any:
-    """Train with one process per device in `args.devices`; returns rank 0's TrainResult. ValueError when the
-    devices are missing or a rank refused the arguments or dataset; RuntimeError naming the rank that failed."""
-    from utils.gpt_train import TrainResult
-
+def launch(
+    args: TrainArguments,
+    progress_callback: Any = None,
+    stop_event: Any = None,
+    audio_roots: Any = None,
+    run_dir: str | os.PathLike | None = None,
+) -> TrainResult:
+    """Train with one process per device in `args.devices`; returns rank 0's TrainResult. `run_dir`: the folder a
+    worker was started on (else this call makes one). ValueError when the devices are missing or a rank refused
+    the arguments or dataset; RuntimeError naming the rank that failed."""
     devices = parse_devices(args.devices)
     if devices[0] != "cpu":
         import torch
 
         check_devices_present(devices, torch.cuda.device_count())
-    control = Path(tempfile.mkdtemp(prefix="xtts-ddp-"))
+    folder, created = _run_folder(args, run_dir)
     try:
-        write_json_atomic(
-            control / ddp_worker.SPEC_FILE,
-            {
-                "arguments": args.to_dict(),
-                "devices": physical_gpu_ids(devices),
-                "audio_roots": [str(r) for r in audio_roots] if audio_roots else None,
-            },
-        )
+        for stale in (RESULT_FILE, ddp_worker.REFUSED_FILE, ddp_worker.FAILURE_FILE):
+            (folder / stale).unlink(missing_ok=True)
+        if run_dir is None:  # a worker's folder: its stop file is its caller's request, already cleared
+            clear_stop(folder)
+        RunSpec.create(args, folder, audio_roots, devices=tuple(physical_gpu_ids(devices))).write()
         # In this process's folder (relative paths mean the same to the ranks) and its own session (a terminal's
         # Ctrl-C reaches this process only, which turns it into a stop).
         agent = subprocess.Popen(
-            [sys.executable, "-m", "utils.training.ddp_worker", "agent", str(control), str(len(devices))],
+            [sys.executable, "-m", "utils.training.ddp_worker", "agent", str(folder), str(len(devices))],
             env=_worker_env(devices),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        run = _RunFollower(control, progress_callback, args.resume_from)
+        run = _RunFollower(folder, progress_callback, resumed=(folder / RUN_FILE).is_file())
         tail: deque[str] = deque(maxlen=60)
         echo = _echo_output(agent, tail)
         try:
-            _wait(agent, control, run, stop_event)
+            _wait(agent, folder, run, stop_event)
         except BaseException as exc:  # e.g. progress_callback raised: the ranks must not outlive the call
             _end(agent)
             record_failure(
@@ -89,23 +98,40 @@ def launch(args: TrainArguments, progress_callback: Any = None, stop_event: Any 
             raise
         echo.join(timeout=10)
         run.poll()
-        result = read_json(control / ddp_worker.RESULT_FILE)
+        outcome = read_json(folder / RESULT_FILE)
+        result = TrainResult(**{k: outcome["result"][k] for k in TrainResult._fields}) if outcome else None
         if agent.returncode == 0 and result:
-            return TrainResult(**result)
-        if result and run.run_dir and RunStatus.parse(load_run(run.run_dir).status) != RunStatus.FAILED:
-            return TrainResult(**result)  # rank 0 had finished and exported; a rank failed while exiting
-        refused = read_json(control / ddp_worker.REFUSED_FILE)
+            return result
+        if result and RunStatus.parse(read_run(folder).get("status")) != RunStatus.FAILED:
+            return result  # rank 0 had finished and exported; a rank failed while exiting
+        refused = read_json(folder / ddp_worker.REFUSED_FILE)
         failure = (
             refused
-            or read_json(control / ddp_worker.FAILURE_FILE)
+            or read_json(folder / ddp_worker.FAILURE_FILE)
             or {"who": "torchrun", "error": f"ended with exit code {agent.returncode}. Last output:\n{''.join(tail)}"}
         )
+        for told in (ddp_worker.REFUSED_FILE, ddp_worker.FAILURE_FILE):
+            (folder / told).unlink(missing_ok=True)
         message = record_failure(run.run_dir, failure, progress_callback)
         if refused:
             raise ValueError(refused["message"])
         raise RuntimeError(message)
     finally:
-        shutil.rmtree(control, ignore_errors=True)
+        if created and not (folder / RUN_FILE).is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # refused before the run began: no folder is left
+
+
+def _run_folder(args: TrainArguments, run_dir: str | os.PathLike | None) -> tuple[Path, bool]:
+    """The run's folder and whether this call created it: the worker's own, a resumed run's, or a new one."""
+    if run_dir is not None:
+        return Path(run_dir), False
+    if args.resume_from:
+        resumed = Path(args.resume_from).expanduser()
+        folder = resumed.parent if resumed.is_file() else resumed
+        refuse_active_run(folder)
+        return folder, False
+    name = args.run_name or f"{canonical_language(args.language)}-{args.version}"
+    return create_run_dir(args.output_path, name), True
 
 
 def _worker_env(devices: list[str]) -> dict[str, str]:
@@ -123,7 +149,7 @@ def _worker_env(devices: list[str]) -> dict[str, str]:
 
 
 def _echo_output(agent: subprocess.Popen, tail: deque[str]) -> threading.Thread:
-    """Copy the ranks' console to ours (a notebook shows it; the web app's child logs it), keeping a tail."""
+    """Copy the ranks' console to ours (a notebook shows it; the web app's worker logs it), keeping a tail."""
 
     def pump() -> None:
         assert agent.stdout is not None
@@ -138,7 +164,7 @@ def _echo_output(agent: subprocess.Popen, tail: deque[str]) -> threading.Thread:
     return thread
 
 
-def _wait(agent: subprocess.Popen, control: Path, run: _RunFollower, stop_event: Any) -> None:
+def _wait(agent: subprocess.Popen, run_dir: Path, run: _RunFollower, stop_event: Any) -> None:
     """Until the agent ends: forward records, pass a stop request on. The first Ctrl-C stops every rank at the
     next step (a checkpoint is saved); a second one ends them at once."""
     stop_requested = StopFlag(stop_event)
@@ -148,7 +174,7 @@ def _wait(agent: subprocess.Popen, control: Path, run: _RunFollower, stop_event:
             if agent.poll() is not None:
                 return
             if stop_requested():
-                (control / ddp_worker.STOP_FILE).touch()
+                request_stop(run_dir)
             run.poll()
             time.sleep(0.2)
         except KeyboardInterrupt:
@@ -159,7 +185,7 @@ def _wait(agent: subprocess.Popen, control: Path, run: _RunFollower, stop_event:
                     "to end them at once.",
                     flush=True,
                 )
-                (control / ddp_worker.STOP_FILE).touch()
+                request_stop(run_dir)
             else:
                 agent.send_signal(signal.SIGTERM)  # torchrun's agent passes it on to every rank
 
@@ -176,29 +202,20 @@ def _end(agent: subprocess.Popen) -> None:
 
 
 class _RunFollower:
-    """This call's records of rank 0's metrics.jsonl, passed to progress_callback, once rank 0 names its run folder
-    (a resumed run's file starts with the earlier sessions' records, which are skipped)."""
+    """This call's records of rank 0's metrics.jsonl, passed to progress_callback (a resumed run's file starts with
+    the earlier sessions' records, which are skipped)."""
 
-    def __init__(self, control: Path, callback: Any, resume_from: str) -> None:
-        self.announced = control / ddp_worker.RUN_DIR_FILE
+    def __init__(self, run_dir: Path, callback: Any, resumed: bool) -> None:
         self.callback = callback
-        self.run_dir: Path | None = None
-        self.metrics = JsonlFollower()
+        self.run_dir: Path | None = run_dir
+        self.metrics = JsonlFollower(run_dir / METRICS_FILE)
         # This session's records only: a resumed run's earlier records are skipped, also when the resume rewrites
         # metrics.jsonl (setting aside steps it trains again), which makes the follower read it from its start.
         self.started = time.time()
-        if resume_from:
-            folder = Path(resume_from).expanduser()
-            self.metrics.path = (folder.parent if folder.is_file() else folder) / METRICS_FILE
+        if resumed:
             self.metrics.skip_existing()
 
     def poll(self) -> None:
-        if self.run_dir is None:
-            where = read_json(self.announced)
-            if not where:
-                return
-            self.run_dir = Path(where["run_dir"])
-            self.metrics.path = self.run_dir / METRICS_FILE
         records = self.metrics.follow()
         new = [r for r in records if not isinstance(r.get("time"), (int, float)) or r["time"] >= self.started - 1]
         records.clear()  # the follower keeps its offset; a long run's records are not kept here

@@ -14,15 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 from utils.model.ready import READY_DIR
 from utils.training import distributed
+from utils.training.controls import torch_settings_restored
 from utils.training.data_parallel import join_training
 from utils.training.metrics import MetricsLogger
+from utils.training.outcome import RunOutput
 from utils.training.run_record import METRICS_FILE
 from utils.training.setup import build_training_setup
 
 if TYPE_CHECKING:
     from utils.data.validation import DatasetReport
     from utils.model.base_models import BaseModel
-    from utils.training.run import RunOutput, TrainingRun
+    from utils.text.frontend import TextFrontEnd
+    from utils.training.arguments import TrainArguments
 
 
 class SilentMetrics(MetricsLogger):
@@ -33,22 +36,26 @@ class SilentMetrics(MetricsLogger):
 
 
 def train_beside_rank_zero(
-    run: TrainingRun, base: BaseModel, report: DatasetReport, ranks: list[dict[str, Any]]
+    args: TrainArguments,
+    frontend: TextFrontEnd,
+    should_stop: Any,
+    resume_point: Path | None,
+    base: BaseModel,
+    report: DatasetReport,
+    ranks: list[dict[str, Any]],
 ) -> RunOutput:
-    """Train as a rank > 0 of `run` (after `describe_ranks`); returns where rank 0 writes the voice."""
-    from utils.training.run import RunOutput, torch_settings_restored  # run.py imports this module
-
+    """Train as a rank > 0 of a run (after `describe_ranks`); returns where rank 0 writes the voice."""
     run_dir = distributed.share_run_dir(None)
-    steps = distributed.steps_per_epoch(report.train_count, run.args.batch_size)
+    steps = distributed.steps_per_epoch(report.train_count, args.batch_size)
     metrics = SilentMetrics(
         run_dir / METRICS_FILE,
-        batch_size=run.args.batch_size,
+        batch_size=args.batch_size,
         steps_per_epoch=steps,
-        total_steps=run.args.num_epochs * steps,
+        total_steps=args.num_epochs * steps,
     )
     with torch_settings_restored():
         setup = build_training_setup(
-            run.args, base, report, run.frontend, run_dir, metrics, should_stop=run.should_stop, resume=run.resume_point
+            args, base, report, frontend, run_dir, metrics, should_stop=should_stop, resume=resume_point
         )
         try:
             join_training(setup.trainer, ranks)

@@ -13,9 +13,7 @@ import csv
 import math
 import re
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +30,7 @@ from utils.text.languages import canonical_language
 from utils.training import distributed
 from utils.training.advice import out_of_memory_advice, planner_suggestion
 from utils.training.arguments import TrainArguments
-from utils.training.auto_batch import plan_batch_size, probe_batch_size
+from utils.training.auto_batch import probe_batch_size
 from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
 from utils.training.checkpoints import DiskFull, newest_checkpoint
 from utils.training.controls import StopFlag, torch_settings_restored
@@ -47,6 +45,7 @@ from utils.training.input_checks import (
 )
 from utils.training.lora import LoraSettings, export_adapter
 from utils.training.metrics import MetricsLogger
+from utils.training.outcome import RunOutput
 from utils.training.rank_run import train_beside_rank_zero
 from utils.training.records import RunRecord, StatusRecord
 from utils.training.resume_checks import check_resume, checkpoint_steps
@@ -65,21 +64,13 @@ from utils.training.run_record import (
     update_run,
     write_run,
 )
-from utils.training.setup import TrainingSetup, build_training_setup, lr_milestones
+from utils.training.setup import TrainingSetup, build_training_setup
+from utils.training.spec import RunSpec, resolve_batch
 from utils.training.tensorboard_log import TensorBoardMirror
 from utils.training.text_checks import text_check_options
 
 SUPERSEDED_METRICS_FILE = "metrics.superseded.jsonl"  # records of steps a resume trains again
 ProgressCallback = Callable[[dict[str, Any]], None]
-
-
-@dataclass(frozen=True)
-class RunOutput:
-    """The files of a finished (or stopped) run; `train_gpt` returns them as its six paths."""
-
-    run_dir: Path
-    ready_dir: Path
-    checkpoint: Path
 
 
 class TrainingRun:
@@ -91,10 +82,15 @@ class TrainingRun:
         progress: ProgressCallback | None = None,
         should_stop: Any = None,
         audio_roots: Any = None,
+        run_dir: str | Path | None = None,
+        devices: tuple[str, ...] = (),
     ) -> None:
         check_input_files(args)  # TrainArguments reads no file: the files it names are checked where a run starts
         self.args = args
         self.audio_roots = audio_roots
+        # The folder a worker was started on (its spec.json written by the caller); None: this run creates one.
+        self.given_run_dir = Path(run_dir).resolve() if run_dir is not None else None
+        self.devices = devices  # a several-device run's spec: each local rank's device, kept in spec.json
         self.progress = progress
         self.should_stop = StopFlag(should_stop)
         self.language = canonical_language(args.language)
@@ -108,7 +104,11 @@ class TrainingRun:
             if self.resume_point is None
             else (self.resume_point.parent if self.resume_point.is_file() else self.resume_point)
         )
+        given, resumed = self.given_run_dir, self.resume_dir
+        if given is not None and resumed is not None and given != resumed.resolve():
+            raise ValueError(f"resume_from {resumed} is not the worker's run folder {given}.")
         self.run_dir: Path | None = None
+        self.spec: RunSpec | None = None  # the resolved spec, written as spec.json once the folder exists
         self.metrics: MetricsLogger | None = None
         self.setup: TrainingSetup | None = None
         self.clip_failures: list[str] = []
@@ -145,8 +145,11 @@ class TrainingRun:
         base, report = self.check_inputs()
         self.ranks = distributed.describe_ranks()  # a collective: every rank of a multi-process run takes part
         if not distributed.is_main_process():
-            return train_beside_rank_zero(self, base, report, self.ranks)
-        probe_batch = self._resolve_auto_batch(report)
+            return train_beside_rank_zero(
+                self.args, self.frontend, self.should_stop, self.resume_point, base, report, self.ranks
+            )
+        # Before any model is built: batch_size="auto" becomes a number, and the spec is final.
+        self.args, self.batch_choice, probe_batch = resolve_batch(self.args, report.train_count, self.resume_dir)
         steps_per_epoch = distributed.steps_per_epoch(report.train_count, self.args.batch_size)
         self.dataset_fingerprint = report.fingerprint()
         if self.resume_dir is not None and self.resume_point is not None:
@@ -162,34 +165,22 @@ class TrainingRun:
                 fingerprint=self.dataset_fingerprint,
                 total_steps=self.args.num_epochs * steps_per_epoch,
             )
-        self.run_dir = self.resume_dir or create_run_dir(
-            self.args.output_path, self.args.run_name or f"{self.language}-{base.version}"
+        self.run_dir = (
+            self.resume_dir
+            or self.given_run_dir
+            or create_run_dir(self.args.output_path, self.args.run_name or f"{self.language}-{base.version}")
         )
+        self._write_spec(probe_batch)
         if self.resume_point is not None:
             self._supersede_metrics(checkpoint_steps(self.resume_point))
-        self.metrics = MetricsLogger(
-            self.run_dir / METRICS_FILE,
-            batch_size=self.args.batch_size * len(self.ranks),
-            steps_per_epoch=steps_per_epoch,
-            total_steps=self.args.num_epochs * steps_per_epoch,
-            on_event=self.progress,
-            tensorboard=TensorBoardMirror(self.run_dir, resumed=self.resume_dir is not None),
+        self.metrics = self._metrics_logger(
+            report.train_count, TensorBoardMirror(self.run_dir, resumed=self.resume_dir is not None)
         )
         self._write_record(base, report)
         with torch_settings_restored(), self._recording_failures():
-            self.setup = build_training_setup(
-                self.args,
-                base,
-                report,
-                self.frontend,
-                self.run_dir,
-                self.metrics,
-                should_stop=self.should_stop,
-                resume=self.resume_point,
-                on_checkpoint=self._checkpoint_saved,
-            )
+            self.setup = self._build_setup(base, report)
             if probe_batch:
-                self._confirm_batch_size(report)
+                self._confirm_batch_size(base, report)
             self._write_run_files(report)
             # Taken now, while the dataset is as validated: the user's files may move during a long run.
             update_run(
@@ -215,22 +206,45 @@ class TrainingRun:
                 self.setup.release()
             return self._finish(base)
 
-    def _resolve_auto_batch(self, report: DatasetReport) -> bool:
-        """batch_size="auto": the planner's batch (True: a probe step confirms it once the model is built), or on
-        a resume the run's own, which its interrupted epoch, schedule and optimizer state assume."""
-        if self.args.batch_size != "auto":
-            return False
-        if self.resume_dir is None:
-            batch, self.batch_choice = plan_batch_size(self.args, report.train_count)
-            self.args = self.args.replace(batch_size=batch)
-            return True
-        batch = int((load_run(self.resume_dir).arguments or {}).get("batch_size") or 0)
-        if batch < 1:
-            raise ValueError(f"resume_from: {self.resume_dir} does not record its batch size; give batch_size.")
-        self.batch_choice = f"batch_size auto on resume: the run's own {batch}"
-        self.args = self.args.replace(batch_size=batch)
-        print(self.batch_choice, flush=True)
-        return False
+    def _write_spec(self, probe_batch: bool) -> None:
+        """spec.json: the resolved arguments this run trains with (a worker's caller wrote them as given)."""
+        assert self.run_dir is not None
+        self.spec = RunSpec.create(
+            self.args,
+            self.run_dir,
+            self.audio_roots,
+            resolved=True,
+            batch_size_auto=self.batch_choice,
+            probe_batch=probe_batch,
+            devices=self.devices,
+        )
+        self.spec.write()
+
+    def _metrics_logger(self, train_rows: int, tensorboard: TensorBoardMirror | None) -> MetricsLogger:
+        assert self.run_dir is not None
+        steps_per_epoch = distributed.steps_per_epoch(train_rows, self.args.batch_size)
+        return MetricsLogger(
+            self.run_dir / METRICS_FILE,
+            batch_size=self.args.batch_size * len(self.ranks),
+            steps_per_epoch=steps_per_epoch,
+            total_steps=self.args.num_epochs * steps_per_epoch,
+            on_event=self.progress,
+            tensorboard=tensorboard,
+        )
+
+    def _build_setup(self, base: BaseModel, report: DatasetReport) -> TrainingSetup:
+        assert self.run_dir is not None and self.metrics is not None
+        return build_training_setup(
+            self.args,
+            base,
+            report,
+            self.frontend,
+            self.run_dir,
+            self.metrics,
+            should_stop=self.should_stop,
+            resume=self.resume_point,
+            on_checkpoint=self._checkpoint_saved,
+        )
 
     def _supersede_metrics(self, steps_done: int | None) -> None:
         """The steps, evaluations and scores logged after the checkpoint a resume continues from (a kill -9 or a
@@ -254,24 +268,19 @@ class TrainingRun:
         update_run(self.run_dir, status=status, **fields)
         self.metrics.status(status.value, run_dir=str(self.run_dir), **fields)
 
-    def _confirm_batch_size(self, report: DatasetReport) -> None:
-        """batch_size="auto" on a GPU: one real step at the longest lengths confirms the planned batch."""
-        assert self.setup is not None and self.metrics is not None
+    def _confirm_batch_size(self, base: BaseModel, report: DatasetReport) -> None:
+        """batch_size="auto" on a GPU: one real step at the longest lengths confirms the planned batch. When it does
+        not fit, the trainer is built again for the batch that did (nothing is patched into a built trainer)."""
+        assert self.setup is not None and self.metrics is not None and self.spec is not None
         batch = probe_batch_size(self.setup.trainer, self.args.batch_size)
         if batch != self.args.batch_size:
             self.batch_choice += f"; the probe step fit {batch}"
+            self.setup.release()
             self.args = self.args.replace(batch_size=batch)
-            self.setup.trainer.config.batch_size = self.setup.trainer.config.eval_batch_size = batch
-            self.setup.steps_per_epoch = distributed.steps_per_epoch(report.train_count, batch)
-            self.setup.total_steps = self.args.num_epochs * self.setup.steps_per_epoch
-            # The scheduler was built for the planned batch: its milestones move with the steps per epoch.
-            self.setup.lr_milestones = lr_milestones(self.args, self.setup.steps_per_epoch)
-            trainer = self.setup.trainer
-            trainer.config.lr_scheduler_params["milestones"] = self.setup.lr_milestones
-            for scheduler in trainer.scheduler if isinstance(trainer.scheduler, list) else [trainer.scheduler]:
-                scheduler.milestones = Counter(self.setup.lr_milestones)
-            self.metrics.batch_size, self.metrics.steps_per_epoch = batch, self.setup.steps_per_epoch
-            self.metrics.total_steps = self.setup.total_steps
+            self.metrics = self._metrics_logger(report.train_count, self.metrics.tensorboard)
+            self.setup = self._build_setup(base, report)
+            self.spec = self.spec.with_changes(arguments=self.args.to_dict(), batch_size_auto=self.batch_choice)
+            self.spec.write()
         print(self.batch_choice, flush=True)
         update_run(self.run_dir, arguments=self.args.to_dict(), batch_size_auto=self.batch_choice)
 

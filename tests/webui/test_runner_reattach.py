@@ -1,0 +1,77 @@
+"""The web runner follows the run folder only, so a runner created after the web server restarted re-attaches to
+the worker still training, shows its progress and memory, and stops it through the folder's stop file."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.helpers import write_dataset
+from utils.files import read_json
+from utils.training.arguments import TrainArguments
+from utils.training.run_record import process_alive, read_run
+from webui.runner import TrainingRunner
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_new_runner_reattaches_to_a_running_worker_and_stops_it(tmp_path, tiny_base):
+    data = tmp_path / "data"
+    csv_path = write_dataset(data, n=8)
+    arguments = TrainArguments(
+        version="tiny",
+        train_csv=str(csv_path),
+        num_epochs=60,
+        batch_size=2,
+        grad_acumm=1,
+        enable_mixed_precision=False,
+        num_workers=0,
+        quality_eval=0,
+        print_step=50,
+    )
+    first = TrainingRunner(tmp_path / "output")
+    assert first.start({**arguments.to_dict(), "audio_roots": [str(data)]})[0]
+    deadline = time.time() + 240
+    while not any(r.get("type") == "train" for r in first.metrics()):
+        assert first.poll().active and time.time() < deadline, f"{first.state.message}\n{first.log_tail()}"
+        time.sleep(0.5)
+    assert first.poll().status.value == "running"
+    run_dir, log_path = first.state.run_dir, first.state.log_path
+    worker_pid = read_json(Path(run_dir) / "worker.json")["pid"]
+    assert psutil.Process(worker_pid).ppid() == psutil.Process().pid, "a subprocess of the web side"
+
+    # The web server restarts: a new runner on the same output folder finds the worker by its folder.
+    second = TrainingRunner(tmp_path / "output")
+    state = second.poll()
+    assert state.active and state.status.value == "running" and state.run_dir == run_dir
+    assert state.log_path == log_path and state.arguments["num_epochs"] == 60
+    time.sleep(2.5)
+    state = second.poll()
+    assert state.memory_history and state.memory["process_rss_mb"] > 100, "the worker's memory, from memory.jsonl"
+    assert any(r.get("type") == "train" for r in second.metrics())
+    # Another start is refused while the worker trains, though this runner did not start it.
+    assert not second.start(arguments.to_dict())[0]
+
+    assert second.stop().startswith("Stopping")
+    assert (Path(run_dir) / "stop").is_file()
+    deadline = time.time() + 120
+    while second.poll().active:
+        assert time.time() < deadline, second.log_tail()
+        time.sleep(0.5)
+    state = second.poll()
+    assert state.status.value == "stopped", (state.error, second.log_tail())
+    checkpoint = read_run(run_dir)["stop_checkpoint"]
+    assert Path(checkpoint).is_file() and state.message.startswith(f"Stopped. Checkpoint saved: `{checkpoint}`")
+    assert read_run(run_dir)["status"] == "stopped"
+    assert process_alive(read_json(Path(run_dir) / "worker.json")) is False, "the worker has ended"
+    # The first runner reaps its child once the kernel has torn it down (psutil calls it a zombie a moment earlier).
+    deadline = time.time() + 30
+    while first.poll().active and time.time() < deadline:
+        time.sleep(0.2)
+    assert first.poll().status.value == "stopped", "the first runner reads the same ending from the folder"
+    assert "Stopped at step" in second.log_tail(), "the worker's output is in the run's log"
+    # A third runner (another restart) finds nothing to follow: the worker has ended.
+    assert TrainingRunner(tmp_path / "output").poll().status.value == "idle"
