@@ -69,7 +69,7 @@ def build_gpt(layers: int, width: int, heads: int) -> torch.nn.Module:
     """coqui's XTTS GPT (v2's vocabularies and limits) at this size, with the product's default CPU step."""
     from TTS.tts.layers.xtts.gpt import GPT
 
-    from utils.training import optimizations as o
+    from utils.options import optimizations as o
 
     gpt = GPT(
         layers=layers,

@@ -91,7 +91,7 @@ def patch_optimizer(row: Row) -> None:
     """Make the product's build_model apply the row's TrainingOptimizer (its leaner_steps is not an argument
     of train_gpt), plus one leaner saving alone for the breakdown rows."""
     import utils.training.setup as setup_module
-    from utils.training import optimizations as o
+    from utils.options import optimizations as o
 
     class RowOptimizer(o.TrainingOptimizer):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -114,8 +114,8 @@ def build_setup(row: Row, opts: argparse.Namespace, run_root: Path) -> Any:
     """The product's training setup for this row (train_gpt's path, minus the run record)."""
     from utils.data.validation import validate_dataset
     from utils.model.base_models import ensure_base_model
+    from utils.options.arguments import TrainArguments
     from utils.text.frontend import TextFrontEnd
-    from utils.training.arguments import TrainArguments
     from utils.training.metrics import MetricsLogger
     from utils.training.run_record import METRICS_FILE, create_run_dir
     from utils.training.setup import build_training_setup
@@ -161,7 +161,7 @@ def optimizer_kernel(optimizer: Any, cuda: bool) -> str:
 
 def evidence(trainer: Any) -> dict[str, Any]:
     """What the row really runs, read back from the model, the config, torch and the optimizer."""
-    from utils.training.optimizations import conditioning_modules, gpt_transformer
+    from utils.options.optimizations import conditioning_modules, gpt_transformer
 
     model = trainer.model
     gpt2 = gpt_transformer(model)

@@ -70,7 +70,7 @@ def plan(row: Row, opts: argparse.Namespace, shapes: dict[str, int] | None) -> d
     shapes the row measured (longest clip, text and conditioning of its batches)."""
     from utils.memory_plan.planner import estimate_gpt_memory, step_settings
     from utils.memory_plan.trace import trace_step
-    from utils.training.arguments import TrainArguments
+    from utils.options.arguments import TrainArguments
 
     if set(row.extras) & {"gelu", "conditioning"}:
         return {"note": "the planner models the leaner steps as one group"}

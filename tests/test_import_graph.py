@@ -20,28 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("utils", "webui")
 TOP_FILES = ("app.py",)
 
-# Known exceptions, each removed by another branch of issue 18. These lists must only shrink: a circle or an
-# edge not listed fails, and a listed one that is gone fails too (so whoever removes it empties its entry).
-KNOWN_FILE_CYCLES: set[frozenset[str]] = {
-    # issue-18b: torchrun runs a worker module (`python -m utils.training.worker RUN_DIR`) instead of calling
-    # back into train_gpt, which removes these two.
-    frozenset({"utils.gpt_train", "utils.training.launcher", "utils.training.ddp_worker"}),
-    frozenset({"utils.training.run", "utils.training.rank_run"}),
-}
-KNOWN_PACKAGE_CYCLES: set[frozenset[str]] = {
-    # issue-18b: the same launch path seen from the packages (ddp_worker and launcher call utils.gpt_train).
-    frozenset({"utils.gpt_train", "utils.training"}),
-}
-KNOWN_UPWARD_IMPORTS: set[tuple[str, str]] = {
-    # issue-18c: TrainArguments becomes pure data and the optimizations decide-then-apply units, and 18c rewrites
-    # how the planner builds both (planner.py's arguments, trace.py's TrainingOptimizer). Once merged, both
-    # modules move below training and the planner (beside utils/model/lora.py and gpt_trainer.py, which
-    # moved there on issue-18d) and these four go.
-    ("utils.memory_plan.planner", "utils.training.arguments"),
-    ("utils.memory_plan.planner", "utils.training.optimizations"),
-    ("utils.memory_plan.fit_gpu", "utils.training.arguments"),
-    ("utils.memory_plan.trace", "utils.training.optimizations"),
-}
+# No exceptions: a circle or an upward import anywhere fails the test.
+KNOWN_FILE_CYCLES: set[frozenset[str]] = set()
+KNOWN_PACKAGE_CYCLES: set[frozenset[str]] = set()
+KNOWN_UPWARD_IMPORTS: set[tuple[str, str]] = set()
 PLANNER = "utils.memory_plan"
 ABOVE_PLANNER = ("utils.training", "utils.gpt_train", "utils.cli", "webui", "app")
 

@@ -13,7 +13,7 @@ from dataclasses import MISSING, fields
 from typing import Any
 
 from utils.constants import XTTS_SAMPLE_RATE
-from utils.training.arguments import TrainArguments, argument_defaults, option_of
+from utils.options.arguments import TrainArguments, argument_defaults, option_of
 from utils.training.records import EvalRecord, QualityRecord, metric_from_json
 
 

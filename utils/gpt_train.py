@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from utils.options.arguments import TrainArguments, argument_defaults
+from utils.options.input_files import check_input_files
 from utils.training import distributed
-from utils.training.arguments import TrainArguments, argument_defaults
-from utils.training.input_checks import check_input_files
 from utils.training.outcome import TrainResult
 from utils.training.run import TrainingRun
 
@@ -47,7 +47,7 @@ def train_gpt(
 ) -> TrainResult:
     """Fine-tune the XTTS GPT; returns the paths of the fine-tuned voice (see `TrainResult`).
 
-    Keyword options (defaults, bounds and help in `utils.training.arguments.TrainArguments`): learning_rate,
+    Keyword options (defaults, bounds and help in `utils.options.arguments.TrainArguments`): learning_rate,
     lr_milestones, grad_clip, weight_decay, save_step, save_n_checkpoints, precision, resume_from,
     num_workers, seed, run_name, models_dir, optimizer, enable_tf32, devices, quality_eval,
     best_by, early_stop_patience, whisper_model, ... (`python -m utils.cli train --help` lists them all).
@@ -60,7 +60,7 @@ def train_gpt(
     """
     unknown = sorted(set(options) - set(TrainArguments.__dataclass_fields__))
     if unknown:
-        raise ValueError(f"Unknown option(s) {', '.join(unknown)}. Known: see utils.training.arguments.TrainArguments.")
+        raise ValueError(f"Unknown option(s) {', '.join(unknown)}. Known: see utils.options.arguments.TrainArguments.")
     call = locals()
     args = TrainArguments(**{name: call[name] for name in TrainArguments.positional_names()}, **options)
     check_input_files(args)  # the files it names, before any process or folder exists

@@ -1,13 +1,13 @@
 """Public entry point for the training optimizations and the device helpers (kept for notebooks).
 
 `from utils.training_optimizations import TrainingOptimizer, print_memory_stats` works as documented;
-the code lives in `utils.training.optimizations` and `utils.device`.
+the code lives in `utils.options.optimizations` and `utils.device`.
 """
 
 from utils.device.gpu import GPUInfo, architecture_for, detect_gpu
 from utils.device.memory import format_memory_stats, get_memory_stats, print_memory_stats
 from utils.device.precision import PRECISIONS, Precision, PrecisionChoice, choose_precision
-from utils.training.optimizations import (
+from utils.options.optimizations import (
     CUDNN_BENCHMARK,
     GRAD_CHECKPOINTING,
     MIXED_PRECISION,

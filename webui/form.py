@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from utils.training.arguments import TrainArguments, fold_precision_alias, option_of
+from utils.options.arguments import TrainArguments, fold_precision_alias, option_of
 from webui.form_spec import FORM, UI
 from webui.paths import AppRoots
 

@@ -1,6 +1,6 @@
 """The Fine-tune form's layout: which TrainArguments options the page shows, with which widget, label and help
 line, in which group. What an option is (default, bounds, help) is declared once, in
-utils.training.arguments.TrainArguments; this module says only how the page shows it. Each entry is one
+utils.options.arguments.TrainArguments; this module says only how the page shows it. Each entry is one
 component whose id (`UI.name`, else the field name) is also the `/start_training` parameter; the parameters keep
 the declaration's order."""
 

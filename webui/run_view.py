@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from utils.training.arguments import TrainArguments, argument_defaults
+from utils.options.arguments import TrainArguments, argument_defaults
 from utils.training.records import EvalRecord, MemoryRecord, TrainRecord, metric_from_json, records_of
 from webui.shown import shown
 

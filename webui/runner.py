@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from utils.files import JsonlFollower, read_json, write_json_atomic
+from utils.options.arguments import TrainArguments
 from utils.text.languages import canonical_language
-from utils.training.arguments import TrainArguments
 from utils.training.records import page_fields
 from utils.training.run_record import (
     METRICS_FILE,

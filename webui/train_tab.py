@@ -12,11 +12,11 @@ import gradio as gr
 from utils.device.gpu import detect_gpu
 from utils.device.memory import get_memory_stats
 from utils.model.inference import unload_voice
+from utils.options.arguments import TrainArguments
+from utils.options.input_files import check_input_files
+from utils.options.optimizations import TrainingOptimizer
 from utils.quality.asr import clear_transcriber_cache, scoring_note
-from utils.training.arguments import TrainArguments
 from utils.training.batching import optimizer_steps_per_epoch, steps_per_epoch
-from utils.training.input_checks import check_input_files
-from utils.training.optimizations import TrainingOptimizer
 from utils.training.records import QualityRecord
 from utils.training.run_record import load_run
 from webui import fit_gpu_view, form, quality_view, run_view

@@ -32,7 +32,7 @@ from utils.memory_plan.planner import (
 )
 from utils.memory_plan.probe import BACK_OFF, confirm_batch_size
 from utils.memory_plan.trace import BatchModel, StepSettings, StepTrace, _aligned, trace_step
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 
 TINY_PLAN = {"version": "tiny", "grad_acumm": 1}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 from utils.training.gpt_model import FineTuneGPTTrainer
 from utils.training.setup import make_gpt_config
 

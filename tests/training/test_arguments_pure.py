@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from utils.training.arguments import TrainArguments
-from utils.training.input_checks import check_input_files
+from utils.options.arguments import TrainArguments
+from utils.options.input_files import check_input_files
 
 
 @pytest.fixture

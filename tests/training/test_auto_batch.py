@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import write_dataset
 from utils.cli import build_parser
 from utils.gpt_train import train_gpt
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 
 pytestmark = pytest.mark.slow
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 from utils.training.best_checkpoint import CheckpointChoice
 from utils.training.run_record import write_run
 

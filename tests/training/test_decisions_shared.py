@@ -8,8 +8,8 @@ import pytest
 from tests.training.model_helpers import build_model
 from utils.device.gpu import GPUInfo
 from utils.memory_plan.planner import step_settings
-from utils.training.arguments import TrainArguments
-from utils.training.optimizations import (
+from utils.options.arguments import TrainArguments
+from utils.options.optimizations import (
     ADAMW_8BIT,
     FUSED_ADAMW,
     GRAD_CHECKPOINTING,

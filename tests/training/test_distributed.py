@@ -24,7 +24,7 @@ from tests.helpers import write_dataset
 from utils.device.selection import parse_devices
 from utils.files import read_jsonl
 from utils.gpt_train import train_gpt
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 from utils.training.rank_trace import TRACE_ENV
 from utils.training.run_record import read_run
 

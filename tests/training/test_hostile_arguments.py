@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import digests, write_dataset
 from utils.gpt_train import train_gpt
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = dict(version="tiny", enable_mixed_precision=False, num_workers=0, quality_eval=0)
@@ -80,7 +80,7 @@ def test_bad_arguments_are_refused_before_any_work(tmp_path, dataset_csv, change
 def test_the_clip_length_help_says_the_true_limit():
     """The page refuses a clip over 11.61 s (its slider stops at the length XTTS v2 was trained with): the field's
     help and the option's help say so, not the API's 30 s ceiling."""
-    from utils.training.arguments import option_of
+    from utils.options.arguments import option_of
     from webui import form
     from webui.form_spec import FORM
 

@@ -12,7 +12,7 @@ import torch
 from tests.helpers import write_dataset
 from tests.training.model_helpers import build_model, count_forward_calls, synthetic_batch, without_dropout
 from utils.device.gpu import GPUInfo, architecture_for
-from utils.training.optimizations import (
+from utils.options.optimizations import (
     ADAMW_8BIT,
     FUSED_ADAMW,
     TF32,
@@ -157,8 +157,8 @@ def test_a_checkpoint_missing_weights_gets_them_initialised_not_left_empty(tiny_
 
 def test_evaluation_runs_under_the_training_autocast(tiny_base, tmp_path):
     from utils.data.validation import validate_dataset
+    from utils.options.arguments import TrainArguments
     from utils.text.frontend import TextFrontEnd
-    from utils.training.arguments import TrainArguments
     from utils.training.metrics import MetricsLogger
     from utils.training.run_record import create_run_dir
     from utils.training.setup import build_training_setup

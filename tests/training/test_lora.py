@@ -15,8 +15,8 @@ from tests.helpers import write_dataset
 from tests.training.model_helpers import build_model, synthetic_batch, without_dropout
 from utils.files import read_jsonl
 from utils.gpt_train import train_gpt
+from utils.options.arguments import TrainArguments
 from utils.quality.asr import bundled_whisper_dir
-from utils.training.arguments import TrainArguments
 from utils.training.lora import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,

@@ -9,8 +9,8 @@ import torch
 
 from tests.helpers import write_dataset
 from tests.training.model_helpers import build_model, count_mlp_calls, synthetic_batch, without_dropout
+from utils.options.arguments import TrainArguments
 from utils.text.frontend import TextFrontEnd
-from utils.training.arguments import TrainArguments
 from utils.training.setup import build_training_setup
 from utils.training_optimizations import (
     GPUInfo,

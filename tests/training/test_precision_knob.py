@@ -11,8 +11,8 @@ import pytest
 
 from utils.cli import build_parser
 from utils.device.gpu import GPUInfo, architecture_for
-from utils.training.arguments import TrainArguments
-from utils.training.optimizations import MIXED_PRECISION, SDPA, TrainingOptimizer
+from utils.options.arguments import TrainArguments
+from utils.options.optimizations import MIXED_PRECISION, SDPA, TrainingOptimizer
 from webui import form
 from webui.train_tab import PLAN_OPTIONS, plan_markdown
 

@@ -82,7 +82,7 @@ def test_the_same_dataset_in_another_folder_resumes_and_history_keeps_each_leg(f
 def test_another_lora_alpha_or_rank_is_another_run_and_the_same_settings_written_otherwise_are_not():
     """The merge into ready/ reads the scaling saved in the checkpoint: a resume with another alpha would export
     weights the run never trained with."""
-    from utils.training.arguments import TrainArguments
+    from utils.options.arguments import TrainArguments
     from utils.training.resume_checks import _lora_difference
 
     trained = {"lora_rank": 8, "lora_alpha": 0, "lora_targets": "c_attn,c_proj,c_fc"}  # alpha 0 means 2 x rank

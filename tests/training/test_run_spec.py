@@ -8,7 +8,7 @@ import os
 import pytest
 
 from utils.files import LinkOutRefused
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 from utils.training.spec import SPEC_FILE, RunSpec, read_spec, resolve_batch
 
 

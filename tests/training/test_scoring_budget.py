@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from utils.training.arguments import TrainArguments, option_of
+from utils.options.arguments import TrainArguments, option_of
 from utils.training.quality_eval import ScoringBudget
 
 

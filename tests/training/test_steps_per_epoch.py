@@ -8,8 +8,8 @@ import re
 
 import pytest
 
+from utils.options.arguments import TrainArguments
 from utils.training import distributed
-from utils.training.arguments import TrainArguments
 from utils.training.batching import LengthGroupedBatchSampler, optimizer_steps_per_epoch, steps_per_epoch
 from utils.training.setup import lr_milestones
 from webui.train_tab import batch_markdown

@@ -8,8 +8,8 @@ from torch._dynamo.utils import counters
 
 from tests.training.model_helpers import build_model, synthetic_batch, without_dropout
 from utils.device.gpu import GPUInfo
-from utils.training.arguments import TrainArguments
-from utils.training.optimizations import TORCH_COMPILE, TrainingOptimizer, configure_compile, gpt_transformer
+from utils.options.arguments import TrainArguments
+from utils.options.optimizations import TORCH_COMPILE, TrainingOptimizer, configure_compile, gpt_transformer
 
 CPU = GPUInfo(available=False)
 

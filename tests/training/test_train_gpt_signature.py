@@ -8,7 +8,7 @@ import typing
 from dataclasses import fields
 
 from utils.gpt_train import train_gpt
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 
 CALL_ONLY = ("progress_callback", "stop_event", "audio_roots", "options")  # how to run it, not what to train
 

@@ -14,7 +14,7 @@ import torch
 
 from tests.helpers import write_dataset
 from utils.files import read_json, read_jsonl
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 from utils.training.run_record import create_run_dir, read_run
 from utils.training.spec import RunSpec, read_spec, request_stop
 

@@ -12,7 +12,7 @@ import soundfile as sf
 
 from tests.helpers import SENTENCES, write_clip
 from tests.webui.app_server import running_app
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 from webui.form import form_values
 
 pytestmark = pytest.mark.slow

@@ -92,7 +92,7 @@ def test_export_and_synthesis_reach_only_runs_of_this_app(app, tmp_path):
 
 
 def test_run_names_and_resume_paths_cannot_leave_the_output_folder(app, tmp_path):
-    from utils.training.arguments import TrainArguments
+    from utils.options.arguments import TrainArguments
     from webui.form import form_values
 
     server, folder = app

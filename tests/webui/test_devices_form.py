@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 from webui.form import arguments_from_form, create_component, form_values, gpu_choices
 from webui.run_view import memory_frame, memory_markdown
 from webui.train_tab import batch_markdown

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import digests, write_clip, write_dataset
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 from utils.training.run_record import RunStatus
 from webui import run_view
 from webui.context import UIContext

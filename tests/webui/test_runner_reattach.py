@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import write_dataset
 from utils.files import read_json
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 from utils.training.run_record import process_alive, read_run
 from webui.runner import TrainingRunner
 

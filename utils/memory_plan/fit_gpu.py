@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from utils.memory_plan.planner import GIB, detected_free_bytes, estimate_gpt_memory, largest_batch_that_fits
-from utils.training.arguments import TrainArguments, fold_precision_alias
+from utils.options.arguments import TrainArguments, fold_precision_alias
 
 CARD_SIZES_GB = (4, 6, 8, 12, 16, 24, 48, 80)
 # Of a card's memory, what a training process can have: the driver and display keep a little.

@@ -25,10 +25,10 @@ from utils.memory_plan.architecture import resolve_architecture
 from utils.memory_plan.trace import BatchModel, DirectTraces, StepSettings
 from utils.model.base_models import check_version_name
 from utils.model.lora import parse_targets
+from utils.options.arguments import TrainArguments, fold_precision_alias, option_of
+from utils.options.input_files import check_input_files
+from utils.options.optimizations import FUSED_ADAMW, TrainingOptimizer
 from utils.text.languages import canonical_language
-from utils.training.arguments import TrainArguments, fold_precision_alias, option_of
-from utils.training.input_checks import check_input_files
-from utils.training.optimizations import FUSED_ADAMW, TrainingOptimizer
 
 GIB = 1024**3
 MIB = 1024**2
@@ -169,7 +169,7 @@ def _arguments(args: tuple, kwargs: dict[str, Any]) -> tuple[TrainArguments, dic
     if unknown:
         raise ValueError(
             f"Unknown option(s) {', '.join(unknown)}. Known: train_gpt's keywords "
-            f"(utils.training.arguments.TrainArguments) and {', '.join(PLANNER_OPTIONS)}."
+            f"(utils.options.arguments.TrainArguments) and {', '.join(PLANNER_OPTIONS)}."
         )
     batch = given.get("batch_size", TrainArguments.batch_size)
     if batch == "auto":

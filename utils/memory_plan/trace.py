@@ -36,7 +36,7 @@ from utils.memory_plan.architecture import Architecture
 from utils.memory_plan.cuda_emulation import cuda_autocast_policy, efficient_sdpa, native_dropout
 from utils.memory_plan.fake_model import apply_optimizations, build_fake_model
 from utils.model.lora import LORA_TARGETS, LoraSettings, apply_lora, frozen_dtype, hold_base_layers_in
-from utils.training.optimizations import TrainingOptimizer
+from utils.options.optimizations import TrainingOptimizer
 
 LOWER_PRECISION = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # A trace swaps process-wide hooks (autocast kernels, F.scaled_dot_product_attention, F.dropout)

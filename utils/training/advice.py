@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 
 
 def out_of_memory_advice(args: TrainArguments) -> str:

@@ -15,7 +15,7 @@ import psutil
 import torch
 
 from utils.device.gpu import detect_gpu
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 
 log = logging.getLogger(__name__)
 # The share of free RAM a CPU run plans for: the OS, the data loader and this process need the rest.

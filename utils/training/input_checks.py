@@ -3,7 +3,6 @@ the longest clip against the base model, and what a resume continues from."""
 
 from __future__ import annotations
 
-import os
 import tempfile
 import zipfile
 from pathlib import Path
@@ -17,32 +16,7 @@ from utils.training.checkpoints import newest_checkpoint
 from utils.training.run_record import TRAINER_CONFIG_FILE, load_run, run_status
 
 if TYPE_CHECKING:
-    from utils.training.arguments import TrainArguments
-
-
-def check_input_files(args: TrainArguments) -> None:
-    """The files the arguments name, where a run starts (TrainArguments itself reads no file): a custom model and
-    a run to resume that exist, and an eval CSV that is not the training CSV. The dataset's rows, the base model
-    and the output folder follow in TrainingRun.check_inputs."""
-    if args.custom_model and not Path(args.custom_model).expanduser().is_file():
-        raise ValueError(
-            f"custom_model not found: {args.custom_model}. Give the path of a model.pth, or '' "
-            "to start from the base model."
-        )
-    if args.resume_from and not Path(args.resume_from).expanduser().exists():
-        raise ValueError(f"resume_from not found: {args.resume_from}. Give a run folder from {args.output_path}.")
-    if args.eval_csv and args.train_csv and _same_file(args.eval_csv, args.train_csv):
-        raise ValueError(
-            f"eval_csv is the training CSV ({args.eval_csv}): the evaluation would score the rows the run "
-            "trains on. Give a separate eval CSV, or leave eval_csv empty to hold out 15% of the training rows."
-        )
-
-
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(Path(a).expanduser(), Path(b).expanduser())
-    except OSError:
-        return Path(a).expanduser().absolute() == Path(b).expanduser().absolute()
+    pass
 
 
 def raise_if_unusable(report: DatasetReport, min_rows: int) -> None:

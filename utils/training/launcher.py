@@ -30,9 +30,9 @@ from typing import Any
 
 from utils.device.selection import check_devices_present, parse_devices, physical_gpu_ids
 from utils.files import JsonlFollower, read_json
+from utils.options.arguments import TrainArguments
 from utils.text.languages import canonical_language
 from utils.training import ddp_worker
-from utils.training.arguments import TrainArguments
 from utils.training.controls import StopFlag
 from utils.training.distributed import LAUNCHER_ENV
 from utils.training.outcome import TrainResult

@@ -24,8 +24,8 @@ from utils.training.setup import build_training_setup
 if TYPE_CHECKING:
     from utils.data.validation import DatasetReport
     from utils.model.base_models import BaseModel
+    from utils.options.arguments import TrainArguments
     from utils.text.frontend import TextFrontEnd
-    from utils.training.arguments import TrainArguments
 
 
 class SilentMetrics(MetricsLogger):

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 from utils.training.checkpoints import newest_checkpoint
 
 

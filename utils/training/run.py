@@ -25,11 +25,12 @@ from utils.device.memory import format_memory_stats
 from utils.files import append_jsonl, atomic_output, is_disk_full, rewrite_jsonl, write_json_atomic
 from utils.model.base_models import BaseModel, ensure_base_model
 from utils.model.ready import REFERENCE_WAV, export_ready, write_reference_wav
+from utils.options.arguments import TrainArguments
+from utils.options.input_files import check_input_files
 from utils.text.frontend import TextFrontEnd
 from utils.text.languages import canonical_language
 from utils.training import distributed
 from utils.training.advice import out_of_memory_advice, planner_suggestion
-from utils.training.arguments import TrainArguments
 from utils.training.auto_batch import probe_batch_size
 from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
 from utils.training.checkpoints import DiskFull, newest_checkpoint
@@ -38,7 +39,6 @@ from utils.training.data_parallel import join_training
 from utils.training.input_checks import (
     check_checkpoint_file,
     check_clip_length,
-    check_input_files,
     check_output_path,
     raise_if_unusable,
     resume_point,

@@ -22,16 +22,16 @@ from utils.files import read_json, write_json_atomic
 from utils.model.base_models import BaseModel
 from utils.model.checkpoints import loadable_checkpoint
 from utils.model.vocab import VOCAB_FILE, VocabChoice, prepare_vocab
+from utils.options.arguments import TrainArguments
+from utils.options.optimizations import OptimizationReport, TrainingOptimizer
 from utils.text.frontend import TextFrontEnd
 from utils.training import distributed
-from utils.training.arguments import TrainArguments
 from utils.training.batching import optimizer_steps_per_epoch
 from utils.training.checkpoints import CheckpointWriter
 from utils.training.dataset import DURATION_KEY
 from utils.training.gpt_model import FineTuneGPTTrainer
 from utils.training.lora import LORA, LoraSettings, apply_lora, frozen_dtype
 from utils.training.metrics import MetricsLogger
-from utils.training.optimizations import OptimizationReport, TrainingOptimizer
 from utils.training.run_record import TRAINER_CONFIG_FILE
 from utils.training.trainer import DivergenceGuard, FineTuneTrainer
 

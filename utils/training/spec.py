@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.files import read_json, refuse_link_out, write_json_atomic
-from utils.training.arguments import TrainArguments
+from utils.options.arguments import TrainArguments
 from utils.training.run_record import RunStatus, process_alive, read_run
 
 SPEC_FILE = "spec.json"

@@ -118,8 +118,8 @@ def real_cpu_step(
     (enable_grad_checkpoint, enable_sdpa, optimizer, lora_rank, ...; defaults as TrainArguments declares them);
     the step is FP32, one epoch of one accumulation step."""
     from utils.data.validation import validate_dataset
+    from utils.options.arguments import TrainArguments
     from utils.text.frontend import TextFrontEnd
-    from utils.training.arguments import TrainArguments
     from utils.training.metrics import MetricsLogger
     from utils.training.run_record import METRICS_FILE, create_run_dir
     from utils.training.setup import build_training_setup

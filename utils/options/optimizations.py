@@ -20,7 +20,7 @@ import torch
 from utils.device.gpu import GPUInfo, detect_gpu
 from utils.device.precision import PrecisionChoice, choose_precision
 from utils.files import write_json_atomic
-from utils.training.arguments import OPTIMIZERS, argument_defaults
+from utils.options.arguments import OPTIMIZERS, argument_defaults
 
 GRAD_CHECKPOINTING = "gradient checkpointing"
 SDPA = "SDPA attention"

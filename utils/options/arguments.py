@@ -2,7 +2,7 @@
 
 `TrainArguments` checks its values when it is built (types, bounds, combinations), so an invalid one cannot
 exist; it reads no file (the files it names are checked where a run starts:
-utils.training.input_checks.check_input_files). The notebook (`train_gpt`'s signature reads these defaults), the
+utils.options.input_files.check_input_files). The notebook (`train_gpt`'s signature reads these defaults), the
 CLI (flags and `--help` come from the fields), the web form and its `/start_training` endpoint (components from
 these fields and the layout in webui/form_spec.py), and the "copy as code" snippet all derive from these
 fields: adding an option is one field here plus the code that uses it (and a form_spec entry to show it).
@@ -19,16 +19,16 @@ from typing import Any
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
 from utils.device.precision import PRECISIONS, Precision
 from utils.device.selection import parse_devices
+from utils.model.lora import parse_targets
 from utils.text.frontend import check_g2p_language
 from utils.text.languages import LANGUAGE_CHOICES, canonical_language
-from utils.training.lora import parse_targets
 
 # The longest clip a run may ask for before the base model's own limit is known: 30 s.
 MAX_AUDIO_LENGTH_CEILING = 30 * XTTS_SAMPLE_RATE
 RUN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
 
 BEST_RULES = ("eval_loss", "cer", "similarity", "combined")  # utils.quality.selection.BestRule
-OPTIMIZERS = ("adamw", "adamw_8bit")  # utils.training.optimizations builds them
+OPTIMIZERS = ("adamw", "adamw_8bit")  # utils.options.optimizations builds them
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,7 @@ class TrainArguments:
 
     def _check_together(self) -> None:
         """Combinations of values that cannot run, from the values alone: no file is read here (see
-        utils.training.input_checks.check_input_files for what needs the disk)."""
+        utils.options.input_files.check_input_files for what needs the disk)."""
         if not self.language.strip():
             raise ValueError("language is empty: give the dataset's language code, e.g. 'en'.")
         check_g2p_language(self.language, self.use_amharic_g2p)

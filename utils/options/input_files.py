@@ -1,0 +1,36 @@
+"""The files a run's arguments name, checked where a run starts and where it is planned (`TrainArguments` itself
+reads no file)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from utils.options.arguments import TrainArguments
+
+
+def check_input_files(args: TrainArguments) -> None:
+    """The files the arguments name, where a run starts (TrainArguments itself reads no file): a custom model and
+    a run to resume that exist, and an eval CSV that is not the training CSV. The dataset's rows, the base model
+    and the output folder follow in TrainingRun.check_inputs."""
+    if args.custom_model and not Path(args.custom_model).expanduser().is_file():
+        raise ValueError(
+            f"custom_model not found: {args.custom_model}. Give the path of a model.pth, or '' "
+            "to start from the base model."
+        )
+    if args.resume_from and not Path(args.resume_from).expanduser().exists():
+        raise ValueError(f"resume_from not found: {args.resume_from}. Give a run folder from {args.output_path}.")
+    if args.eval_csv and args.train_csv and _same_file(args.eval_csv, args.train_csv):
+        raise ValueError(
+            f"eval_csv is the training CSV ({args.eval_csv}): the evaluation would score the rows the run "
+            "trains on. Give a separate eval CSV, or leave eval_csv empty to hold out 15% of the training rows."
+        )
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(Path(a).expanduser(), Path(b).expanduser())
+    except OSError:
+        return Path(a).expanduser().absolute() == Path(b).expanduser().absolute()
