@@ -405,7 +405,7 @@ class StatusRecord(LoggedRecord):
 
 @dataclass(kw_only=True)
 class MemoryRecord(MetricRecord):
-    """The training process's memory every second, sent to the web app (not in metrics.jsonl)."""
+    """The training process's memory every second, in memory.jsonl beside metrics.jsonl (the page's live plot)."""
 
     TYPE: ClassVar[str] = "memory"
     ranks: list[dict[str, Any]] | None = _field("each rank's memory at its last step (multi-device run)")

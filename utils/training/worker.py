@@ -83,13 +83,12 @@ class MemoryRecorder:
     def _loop(self) -> None:
         from utils.device.memory import get_memory_stats
         from utils.files import append_jsonl
+        from utils.training.records import MemoryRecord
 
         while not self.done.wait(MEMORY_INTERVAL_S):
-            sample: dict[str, Any] = {"type": "memory", "time": time.time(), **get_memory_stats()}
-            if self.ranks:
-                sample["ranks"] = list(self.ranks)
+            sample = MemoryRecord(time=time.time(), ranks=list(self.ranks) or None, **get_memory_stats())
             try:
-                append_jsonl(self.path, sample)
+                append_jsonl(self.path, sample.to_json())
             except (OSError, ValueError):
                 return  # the folder is gone or refused: the plot goes without
 
