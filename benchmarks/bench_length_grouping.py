@@ -20,7 +20,7 @@ alike both ways) and the optimizer step are costs grouping does not touch, so th
 padding cut. Samples per CPU-second of this process is shown beside the wall rate (other processes' load).
 Before the rounds one untimed epoch caches every clip's DVAE codes (as from a run's second epoch on).
 
-    python benchmarks/bench_length_grouping.py                    # batch 4 and 8, 48 clips, 5 rounds (~40 min)
+    python benchmarks/bench_length_grouping.py                    # batch 4 and 8, 40 clips, 4 rounds (~30 min here)
     python benchmarks/bench_length_grouping.py --padding-only           # 2000 clips, seconds
 """
 
@@ -161,13 +161,13 @@ def spread(values: list[float], digits: int = 3) -> str:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--clips", type=int, default=48, help="clips in the trained epoch")
+    parser.add_argument("--clips", type=int, default=40, help="clips in the trained epoch")
     parser.add_argument("--padding-clips", type=int, default=2000, help="clips for the padding share")
     parser.add_argument("--batch", type=int, nargs="+", default=[4, 8])
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved epoch pairs per batch size")
+    parser.add_argument("--rounds", type=int, default=4, help="interleaved epoch pairs per batch size")
     # Deep enough that the GPT's padded positions are most of a step's work (not the per-clip conditioning
     # encoder, the optimizer step or per-operation overhead), small enough for minutes on a 2-core CPU.
-    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--width", type=int, default=384)
     parser.add_argument("--heads", type=int, default=6)
     parser.add_argument("--seed", type=int, default=1)
