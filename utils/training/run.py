@@ -217,7 +217,8 @@ class TrainingRun:
         if self.args.batch_size != "auto":
             return False
         if self.resume_dir is None:
-            batch, self.batch_choice = plan_batch_size(self.args, report.train_count)
+            durations = [seconds for _, seconds in report.iter_usable("train")]  # the longest batch is planned
+            batch, self.batch_choice = plan_batch_size(self.args, report.train_count, durations)
             self.args = self.args.replace(batch_size=batch)
             return True
         batch = int((read_run(self.resume_dir).get("arguments") or {}).get("batch_size") or 0)
