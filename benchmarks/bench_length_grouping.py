@@ -183,6 +183,17 @@ def audio_padding(batches: list[dict[str, Any]]) -> float:
     return 1.0 - sum(int(b["wav_lengths"].sum()) for b in batches) / padded
 
 
+HEADER = [
+    "batch",
+    "length grouping",
+    "padding, GPT positions ({clips} clips)",
+    "padding, audio of the timed epochs",
+    "samples/s, median (min-max)",
+    "samples per CPU-second, median (min-max)",
+    "load (1 min)",
+]
+
+
 def main(argv: list[str] | None = None) -> int:
     opts = parse(argv)
     began = time.perf_counter()
@@ -273,19 +284,11 @@ def main(argv: list[str] | None = None) -> int:
                     f"{min(loads):.1f}-{max(loads):.1f}",
                 ]
             )
+            print(common.markdown_table([h.format(clips=len(many)) for h in HEADER], rows[-3:]), flush=True)
         setup.release()
-    header = [
-        "batch",
-        "length grouping",
-        f"padding, GPT positions ({len(many)} clips)",
-        "padding, audio of the timed epochs",
-        "samples/s, median (min-max)",
-        "samples per CPU-second, median (min-max)",
-        "load (1 min)",
-    ]
     print()
     print(f"{time.perf_counter() - began:.0f} s in all; load {common.load_average()}")
-    print(common.markdown_table(header, rows))
+    print(common.markdown_table([h.format(clips=len(many)) for h in HEADER], rows))
     return 0
 
 
