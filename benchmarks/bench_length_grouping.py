@@ -223,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     rows = []
-    with tempfile.TemporaryDirectory() as work:
+    from utils.training.controls import torch_settings_restored
+
+    # As train_gpt: every core for training (coqui's XTTS dataset module sets torch to one thread on import).
+    with tempfile.TemporaryDirectory() as work, torch_settings_restored():
         setup = build_setup(opts, Path(work), trained)
         trainer = setup.trainer
         gpt = trainer.model.xtts.gpt
