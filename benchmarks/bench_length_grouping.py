@@ -27,6 +27,7 @@ Before the rounds one untimed epoch caches every clip's DVAE codes (as from a ru
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -225,15 +226,17 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     from utils.training.controls import torch_settings_restored
 
-    # As train_gpt: every core for training (coqui's XTTS dataset module sets torch to one thread on import).
-    with tempfile.TemporaryDirectory() as work, torch_settings_restored():
+    with tempfile.TemporaryDirectory() as work, contextlib.ExitStack() as stack:
         setup = build_setup(opts, Path(work), trained)
+        # As train_gpt: every core for training (building imported coqui's XTTS dataset module, which sets one thread).
+        stack.enter_context(torch_settings_restored())
         trainer = setup.trainer
         gpt = trainer.model.xtts.gpt
         params = sum(p.numel() for p in gpt.parameters())
         print(
             f"GPT: {opts.layers} layers, width {opts.width}, {opts.heads} heads, {params / 1e6:.1f} M parameters "
-            f"(the trained GPT with its conditioning encoder); {opts.rounds} interleaved rounds per batch size; "
+            f"(the trained GPT with its conditioning encoder), {torch.get_num_threads()} torch threads; "
+            f"{opts.rounds} interleaved rounds per batch size; "
             f"setup {time.perf_counter() - began:.0f} s",
             flush=True,
         )
