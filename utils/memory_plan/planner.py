@@ -23,6 +23,7 @@ Host RAM: while a checkpoint is written in the background, the writer holds a CP
 
 from __future__ import annotations
 
+import numbers
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -235,7 +236,7 @@ def _check_clip_seconds(value: Any) -> None:
         return
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise ValueError(f"clip_seconds must be a list of clip durations in seconds; got {type(value).__name__}.")
-    bad = [v for v in value if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e6]
+    bad = [v for v in value if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 <= v < 1e6]
     if bad:
         raise ValueError(f"clip_seconds must hold durations in seconds (numbers >= 0); got {bad[0]!r}.")
 
@@ -349,7 +350,11 @@ def _batch_plan(settings: StepSettings, batch: int, clip_seconds: Sequence[float
         source = "max_audio_length: no clip lengths were given; pass clip_seconds to plan the dataset's own"
     else:
         kept = sum(1 for s in clip_seconds if 0 < round(float(s) * XTTS_SAMPLE_RATE) <= settings.audio_samples)
-        source = f"the longest of the {kept} training clips the loader keeps"
+        source = (
+            f"the longest of the {kept} training clips the loader keeps"
+            if kept
+            else "max_audio_length: none of the given clips is within it"
+        )
     return (
         f"Planned for the longest batch the training sampler can produce: {batch} clip(s) padded to {seconds:.2f} s "
         f"({source}), text padded to {settings.text_tokens} tokens (the limit), {conditioning:.0f} s "
