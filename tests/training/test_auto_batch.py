@@ -34,6 +34,9 @@ def test_auto_batch_size_is_planned_recorded_and_trained(tmp_path, tiny_base):
     assert isinstance(batch, int) and batch == run["dataset"]["rows_train"] == 7
     assert "batch_size auto = 7" in run["batch_size_auto"] and "free RAM" in run["batch_size_auto"]
     assert "capped at the 7 training rows" in run["batch_size_auto"], "the tiny model fits far more in RAM"
+    # Planned for the longest batch: clips padded to the longest training clip (1.5-3 s here), not max_audio_length.
+    longest = float(run["batch_size_auto"].split("padded to the longest (")[1].split(" s)")[0])
+    assert 1.5 <= longest <= 3.0, run["batch_size_auto"]
     steps = [json.loads(line) for line in (Path(result.run_dir) / "metrics.jsonl").open()]
     assert [r["step"] for r in steps if r["type"] == "train"] == [1], "one step of 7 clips per epoch"
 

@@ -9,15 +9,28 @@ a CPU, the tiny model's a few seconds).
 The peak is what PyTorch's allocator would hand out (`torch.cuda.max_memory_allocated`) plus the
 CUDA overhead that never shows in it: the CUDA context, lazily loaded kernels and the cuBLAS
 workspaces. Whether it fits is judged with a safety margin for the allocator's fragmentation.
+
+The step planned is the longest batch the training sampler can produce. A batch is padded to its longest
+clip, grouped by length or not, so the worst batch is `batch_size` clips padded to the longest training clip
+(with length grouping that batch is full of clips that long; without it, any batch holding it is padded alike):
+the longest of `clip_seconds` that the loader keeps (clips over `max_audio_length` are skipped), or, without
+clip lengths, `max_audio_length` itself. Text is planned at the dataset's token limit, conditioning at 6 s.
+
+Host RAM: while a checkpoint is written in the background, the writer holds a CPU copy of the saved state
+(weights and optimizer state; at most one save in flight). It is planned beside the GPU figure
+(`host_breakdown_gib`), and for a CPU run, whose step lives in the same RAM, it is part of what must fit.
 """
 
 from __future__ import annotations
 
+import numbers
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from utils.constants import XTTS_SAMPLE_RATE
 from utils.device.gpu import GPUInfo, detect_gpu
 from utils.device.memory import get_memory_stats
 from utils.memory_plan import tracker as t
@@ -44,6 +57,7 @@ SAFETY_MARGIN = 0.10
 MAX_BATCH = int(option_of("batch_size").maximum or 512)
 PLANNER_OPTIONS = (
     "device",
+    "clip_seconds",
     "fused_adamw",
     "leaner_steps",
     "frozen_models_on_gpu",
@@ -81,14 +95,26 @@ class MemoryEstimate:
     safety_margin: float
     trace_seconds: float  # spent tracing for this call (0 when the fit was cached)
     detail_bytes: dict[str, int] = field(default_factory=dict)  # the tracker's categories at the peak
+    batch_plan: str = ""  # which batch was planned (the longest the sampler can produce), in words
+    # Host RAM (CPU memory), not in peak_gib: "checkpoint_copy" (a background save's CPU copy of weights and
+    # optimizer state), and for a CPU run "training_step" (the step's peak, the same RAM).
+    host_breakdown_gib: dict[str, float] = field(default_factory=dict)
+    checkpoint_copy_bytes: int = 0  # host_breakdown_gib["checkpoint_copy"] in bytes
+
+    @property
+    def host_gib(self) -> float:
+        """Host RAM this plan counts (beyond the Python process, libraries and the data loader)."""
+        return sum(self.host_breakdown_gib.values())
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter((self.peak_gib, self.breakdown_gib))
 
     @property
     def required_bytes(self) -> int:
-        """Free GPU memory this run needs: the peak plus the safety margin on the traced part."""
-        return int(self.traced_peak_bytes * (1 + self.safety_margin)) + self.cuda_overhead_bytes
+        """Free memory this run needs: the peak plus the safety margin on the traced part; for a CPU run (RAM)
+        also a background save's CPU copy, which lives beside the step."""
+        copy = self.checkpoint_copy_bytes if self.settings.get("device") == "cpu" else 0
+        return int(self.traced_peak_bytes * (1 + self.safety_margin)) + self.cuda_overhead_bytes + copy
 
     def fits(self, free_bytes: int) -> bool:
         return self.required_bytes <= free_bytes
@@ -105,6 +131,19 @@ class MemoryEstimate:
             "",
         ]
         lines += [f"- {name.replace('_', ' ')}: {gib:.2f} GiB" for name, gib in self.breakdown_gib.items()]
+        copy = self.host_breakdown_gib.get("checkpoint_copy")
+        if copy is not None:
+            where = (
+                f"{self.host_gib:.2f} GiB in all with the step's {self.host_breakdown_gib['training_step']:.2f} GiB"
+                if "training_step" in self.host_breakdown_gib
+                else "beside the GPU figure above"
+            )
+            lines.append(
+                f"- host RAM while a checkpoint is saved in the background: {copy:.2f} GiB (its CPU copy of the "
+                f"weights and optimizer state, one save in flight at most; {where})"
+            )
+        if self.batch_plan:
+            lines += ["", self.batch_plan]
         lines += ["", f"Architecture: {self.architecture}."]
         return "\n".join(lines)
 
@@ -177,13 +216,36 @@ def _arguments(args: tuple, kwargs: dict[str, Any]) -> tuple[TrainArguments, dic
     arguments = TrainArguments(**given)
     check_input_files(arguments)
     check_version_name(arguments.version, arguments.models_dir or None)
+    _check_clip_seconds(options.get("clip_seconds"))
     if options.get("device", "cuda") not in ("cuda", "cpu"):
         raise ValueError(f"device must be 'cuda' (plan for a GPU) or 'cpu'; got {options['device']!r}.")
     return arguments, options, batch
 
 
+def longest_clip_samples(max_audio_length: int, clip_seconds: Sequence[float] | None) -> int:
+    """The longest clip a training batch can be padded to: the longest of `clip_seconds` (the training clips'
+    durations) that the loader keeps (it skips clips over `max_audio_length`); `max_audio_length` when no
+    lengths are given or none is kept."""
+    if clip_seconds is None or isinstance(clip_seconds, (str, bytes)):
+        return max_audio_length
+    # A clip's duration is its frame count over the rate: round() recovers the frames.
+    kept = [n for n in (round(float(s) * XTTS_SAMPLE_RATE) for s in clip_seconds) if 0 < n <= max_audio_length]
+    return max(kept) if kept else max_audio_length
+
+
+def _check_clip_seconds(value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ValueError(f"clip_seconds must be a list of clip durations in seconds; got {type(value).__name__}.")
+    bad = [v for v in value if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 <= v < 1e6]
+    if bad:
+        raise ValueError(f"clip_seconds must hold durations in seconds (numbers >= 0); got {bad[0]!r}.")
+
+
 def step_settings(arguments: TrainArguments, options: dict[str, Any]) -> StepSettings:
-    """The traced step for these arguments (batch size as given; the worst-case lengths)."""
+    """The traced step for these arguments (batch size as given): the longest batch the sampler can produce,
+    every clip padded to the longest training clip (`clip_seconds`, else max_audio_length), text at its limit."""
     from utils.constants import MAX_CONDITIONING_SAMPLES, MAX_TEXT_TOKENS, XTTS_LANGUAGES
 
     device = options.get("device", "cuda")
@@ -201,7 +263,7 @@ def step_settings(arguments: TrainArguments, options: dict[str, Any]) -> StepSet
     return StepSettings(
         architecture=arch,
         batch_size=arguments.batch_size,
-        audio_samples=arguments.max_audio_length,
+        audio_samples=longest_clip_samples(arguments.max_audio_length, options.get("clip_seconds")),
         text_tokens=MAX_TEXT_TOKENS,
         conditioning_samples=MAX_CONDITIONING_SAMPLES,
         grad_checkpoint=arguments.enable_grad_checkpoint,
@@ -233,7 +295,9 @@ def _settings_summary(settings: StepSettings, options: dict[str, Any]) -> dict[s
         "lora_rank": settings.lora_rank,
         "leaner_steps": settings.leaner_steps,
         "grad_acumm": settings.grad_accum_steps,
-        "max_audio_length": settings.audio_samples,
+        "max_audio_length": settings.audio_samples,  # the planned longest clip
+        "longest_clip_seconds": settings.audio_samples / XTTS_SAMPLE_RATE,
+        "clip_lengths_given": options.get("clip_seconds") is not None,
         "text_tokens": settings.text_tokens,
         "frozen_models_on_gpu": bool(options.get("frozen_models_on_gpu", True)),
     }
@@ -250,6 +314,10 @@ def _estimate(
     given = options.get("cuda_overhead_bytes")
     overhead = int(given) if given is not None else default_overhead
     traced = sum(detail.values())
+    copy = int(getattr(fit, "checkpoint_copy_bytes", 0))
+    host = {"checkpoint_copy": copy / GIB} if copy else {}
+    if host and not cuda:
+        host = {"training_step": traced / GIB, **host}
     parts = {
         "weights": detail[t.WEIGHTS],
         "gradients": detail[t.GRADIENTS],
@@ -271,6 +339,29 @@ def _estimate(
         safety_margin=float(options.get("safety_margin", SAFETY_MARGIN if cuda else 0.0)),
         trace_seconds=seconds,
         detail_bytes=detail,
+        batch_plan=_batch_plan(settings, batch, options.get("clip_seconds")),
+        host_breakdown_gib=host,
+        checkpoint_copy_bytes=copy,
+    )
+
+
+def _batch_plan(settings: StepSettings, batch: int, clip_seconds: Sequence[float] | None) -> str:
+    """The planned batch in words: the longest the training sampler can produce, and where its length comes from."""
+    seconds, conditioning = settings.audio_samples / XTTS_SAMPLE_RATE, settings.conditioning_samples / XTTS_SAMPLE_RATE
+    if clip_seconds is None:
+        source = "max_audio_length: no clip lengths were given; pass clip_seconds to plan the dataset's own"
+    else:
+        kept = sum(1 for s in clip_seconds if 0 < round(float(s) * XTTS_SAMPLE_RATE) <= settings.audio_samples)
+        source = (
+            f"the longest of the {kept} training clips the loader keeps"
+            if kept
+            else "max_audio_length: none of the given clips is within it"
+        )
+    return (
+        f"Planned for the longest batch the training sampler can produce: {batch} clip(s) padded to {seconds:.2f} s "
+        f"({source}), text padded to {settings.text_tokens} tokens (the limit), {conditioning:.0f} s "
+        "of conditioning. A batch is padded to its longest clip with or without length grouping; with it, the "
+        "longest batch is full of clips that long."
     )
 
 

@@ -4,7 +4,8 @@ The step is the one coqui's Trainer runs for `train_gpt` (Trainer.train_step -> 
 `format_batch_on_device` (conditioning mels, DVAE codes, under no_grad), `GPTTrainer.train_step`
 under autocast, the loss divided by the accumulation steps, backward, gradient clipping over the
 optimizer's parameters, AdamW's step and `zero_grad(set_to_none=True)`. It is traced at its worst:
-every clip at the longest length, text at the token limit, a full conditioning clip, the AdamW
+every clip padded to the longest clip (`audio_samples`: the longest batch the sampler can produce, see
+the planner), text at the token limit, a full conditioning clip, the AdamW
 state already allocated (steady state), and, with gradient accumulation, the gradients of the
 previous micro-step still held (the last micro-step of a cycle, which also steps the optimizer).
 FP16's GradScaler is left out: it scales the loss and unscales the gradients in place (a few scalars).
@@ -50,7 +51,7 @@ class StepSettings:
 
     architecture: Architecture
     batch_size: int
-    audio_samples: int  # the longest clip (= max_audio_length in the worst case)
+    audio_samples: int  # the longest clip a batch is padded to (the dataset's longest, else max_audio_length)
     text_tokens: int  # the longest text, in tokens
     conditioning_samples: int
     grad_checkpoint: bool
@@ -84,6 +85,7 @@ class StepTrace:
     phases: list[str]
     seconds: float
     assumed_true: int = 0
+    checkpoint_copy_bytes: int = 0  # host RAM of a background save's CPU copy (`checkpoint_copy_bytes`)
 
     def peak(self) -> tuple[int, dict[str, int]]:
         index = int(self.events.sum(axis=1).argmax())
@@ -189,6 +191,26 @@ def _register_resident(tracker: t.MemoryTracker, model: Any, optimizer: Any, set
     return handles
 
 
+def _tensors(state: Any) -> Iterator[torch.Tensor]:
+    if torch.is_tensor(state):
+        yield state
+    elif isinstance(state, dict):
+        for value in state.values():
+            yield from _tensors(value)
+    elif isinstance(state, (list, tuple)):
+        for value in state:
+            yield from _tensors(value)
+
+
+def checkpoint_copy_bytes(model: Any, optimizer: Any) -> int:
+    """Host RAM held while a checkpoint is written in the background: the writer copies the saved state to the
+    CPU first (the next optimizer step changes weights and moments in place), every tensor into its own
+    storage. The saved state is the model's state_dict as the product saves it (frozen DVAE and HiFi-GAN left
+    out) and the optimizer's state_dict (AdamW's moments and step counts, or the 8-bit state)."""
+    state = {"model": model.state_dict(), "optimizer": [optimizer.state_dict()]}
+    return sum(tensor.numel() * tensor.element_size() for tensor in _tensors(state))
+
+
 def _step(model: Any, optimizer: Any, batch: dict[str, Any], settings: StepSettings, tracker: t.MemoryTracker) -> None:
     """coqui Trainer.train_step -> optimize, for one batch (no logging)."""
     tracker.phase = t.ACTIVATIONS
@@ -258,6 +280,7 @@ def _trace_step(settings: StepSettings) -> StepTrace:
             p.grad = torch.zeros_like(p)
         optimizer.step()
         optimizer.zero_grad(set_to_none=not settings.accumulating)
+        saved = checkpoint_copy_bytes(model, optimizer)
         handles = _register_resident(tracker, model, optimizer, settings)
         try:
             with tracker:
@@ -272,6 +295,7 @@ def _trace_step(settings: StepSettings) -> StepTrace:
         list(tracker.event_phases),
         time.perf_counter() - started,
         metadata.assumed_true,
+        saved,
     )
 
 
@@ -306,6 +330,7 @@ class BatchModel:
     phases: list[str]
     seconds: float
     traces: list[StepTrace] = field(default_factory=list)
+    checkpoint_copy_bytes: int = 0  # the same at every batch size
 
     @classmethod
     def calibrate(cls, settings: StepSettings, sizes: tuple[int, int] = (2, 3)) -> BatchModel:
@@ -322,7 +347,8 @@ class BatchModel:
         per_sample = (large.events[ends] - small.events[ends]) / (sizes[1] - sizes[0])
         fixed = small.events[ends] - sizes[0] * per_sample
         phases = [small.phases[i] for i in ends]
-        return cls(fixed, per_sample, phases, small.seconds + large.seconds, [small, large])
+        seconds = small.seconds + large.seconds
+        return cls(fixed, per_sample, phases, seconds, [small, large], small.checkpoint_copy_bytes)
 
     def at(self, batch_size: int) -> tuple[str, dict[str, int]]:
         """(phase, bytes per category) at the step's peak for `batch_size`."""
@@ -337,12 +363,14 @@ class DirectTraces:
     def __init__(self, settings: StepSettings) -> None:
         self.settings = settings
         self.seconds = 0.0
+        self.checkpoint_copy_bytes = 0
         self._peaks: dict[int, tuple[str, dict[str, int]]] = {}
 
     def at(self, batch_size: int) -> tuple[str, dict[str, int]]:
         if batch_size not in self._peaks:
             trace = trace_step(replace(self.settings, batch_size=batch_size))
             self.seconds += trace.seconds
+            self.checkpoint_copy_bytes = trace.checkpoint_copy_bytes
             index, peak = trace.peak()
             self._peaks[batch_size] = (trace.phases[index], peak)
         return self._peaks[batch_size]

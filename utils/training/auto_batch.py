@@ -1,9 +1,11 @@
 """batch_size="auto": the largest batch the memory planner fits in free memory, confirmed on a GPU by one step.
 
-On a CUDA GPU the planner's batch (with its safety margin) is tried with one real step at the longest
-lengths, with the learning rate at zero (the weights stay as loaded; the optimizer's state is cleared
-afterwards), backing off on out-of-memory. On a CPU the plan is made against the free RAM, with no probe:
-running out of RAM ends a process rather than raising.
+The plan is for the longest batch the training sampler can produce: every clip padded to the longest training
+clip (the dataset's durations are given to the planner), and, on a CPU, the background save's copy of the
+weights and optimizer state beside the step in RAM. On a CUDA GPU the planner's batch (with its safety margin)
+is tried with one real step at the same longest lengths, with the learning rate at zero (the weights stay as
+loaded; the optimizer's state is cleared afterwards), backing off on out-of-memory. On a CPU the plan is made
+against the free RAM, with no probe: running out of RAM ends a process rather than raising.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ log = logging.getLogger(__name__)
 CPU_RAM_SHARE = 0.6
 
 
-def plan_batch_size(args: TrainArguments, train_rows: int) -> tuple[int, str]:
-    """(batch size, how it was chosen) for batch_size="auto"; ValueError when not even a batch of 1 fits."""
+def plan_batch_size(args: TrainArguments, train_rows: int, clip_seconds: list[float] | None = None) -> tuple[int, str]:
+    """(batch size, how it was chosen) for batch_size="auto", planned for the longest batch of clips of these
+    durations (the training clips'; None: every clip at max_audio_length); ValueError when not even 1 fits."""
     from utils.memory_plan.planner import GIB, detected_free_bytes, estimate_gpt_memory, largest_batch_that_fits
 
     keywords = {k: v for k, v in args.to_dict().items() if k not in ("batch_size",)}
@@ -33,17 +36,18 @@ def plan_batch_size(args: TrainArguments, train_rows: int) -> tuple[int, str]:
         free, device, where = int(psutil.virtual_memory().available * CPU_RAM_SHARE), "cpu", "free RAM (60%)"
     if free is None:
         raise ValueError("batch_size='auto' could not read the GPU's free memory; give a number.")
-    batch = largest_batch_that_fits(int(free), device=device, **keywords)
+    batch = largest_batch_that_fits(int(free), device=device, clip_seconds=clip_seconds, **keywords)
     if batch == 0:
-        needed = estimate_gpt_memory(device=device, batch_size=1, **keywords)
+        needed = estimate_gpt_memory(device=device, batch_size=1, clip_seconds=clip_seconds, **keywords)
         raise ValueError(
             f"batch_size='auto': not even a batch of 1 fits in {free / GIB:.2f} GiB of {where} (it needs "
             f"{needed.required_bytes / GIB:.2f} GiB). Turn on the memory savings, or free memory."
         )
     chosen = min(batch, max(1, train_rows))
+    longest = f"{max(clip_seconds):.1f} s" if clip_seconds else "max_audio_length"
     return chosen, (
-        f"batch_size auto = {chosen}: the planner fits {batch} in {free / GIB:.2f} GiB of {where}"
-        + (f", capped at the {train_rows} training rows" if chosen < batch else "")
+        f"batch_size auto = {chosen}: the planner fits {batch} clips padded to the longest ({longest}) in "
+        f"{free / GIB:.2f} GiB of {where}" + (f", capped at the {train_rows} training rows" if chosen < batch else "")
     )
 
 
@@ -85,11 +89,18 @@ def _zero_lr_step(trainer: Any, batch_size: int) -> None:
 
 
 def _longest_batch(trainer: Any, batch_size: int) -> dict[str, Any]:
-    """A collated batch of real clips repeated to `batch_size`, padded to the longest clip the run allows."""
+    """A collated batch of real clips repeated to `batch_size`, padded to the longest training clip the loader
+    keeps (what the planner planned; the longest the run allows when the rows carry no duration)."""
+    from utils.training.dataset import DURATION_KEY
+
     loader = trainer.model.get_data_loader(trainer.config, is_eval=False, samples=trainer.train_samples[:batch_size])
     items = [loader.dataset[i % len(loader.dataset)] for i in range(batch_size)]
     batch = loader.dataset.collate_fn(items)
-    longest = trainer.config.model_args.max_wav_length
+    allowed = trainer.config.model_args.max_wav_length
+    rate = trainer.config.audio.sample_rate
+    lengths = [round(float(s[DURATION_KEY]) * rate) for s in trainer.train_samples if s.get(DURATION_KEY) is not None]
+    kept = [n for n in lengths if n <= allowed] if len(lengths) == len(trainer.train_samples) else []
+    longest = max([*kept, batch["wav"].shape[-1]]) if kept else allowed
     batch["wav"] = torch.nn.functional.pad(batch["wav"], (0, max(0, longest - batch["wav"].shape[-1])))
     batch["wav_lengths"] = torch.full_like(batch["wav_lengths"], longest)
     batch.pop("filenames", None)  # padded stand-ins: their DVAE codes must not enter the per-clip cache

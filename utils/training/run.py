@@ -149,7 +149,12 @@ class TrainingRun:
                 self.args, self.frontend, self.should_stop, self.resume_point, base, report, self.ranks
             )
         # Before any model is built: batch_size="auto" becomes a number, and the spec is final.
-        self.args, self.batch_choice, probe_batch = resolve_batch(self.args, report.train_count, self.resume_dir)
+        durations = None
+        if self.args.batch_size == "auto" and self.resume_dir is None:
+            durations = [seconds for _, seconds in report.iter_usable("train")]  # the longest batch is planned
+        self.args, self.batch_choice, probe_batch = resolve_batch(
+            self.args, report.train_count, self.resume_dir, durations
+        )
         steps_per_epoch = distributed.steps_per_epoch(report.train_count, self.args.batch_size)
         self.dataset_fingerprint = report.fingerprint()
         if self.resume_dir is not None and self.resume_point is not None:

@@ -147,16 +147,19 @@ def worker_alive(run_dir: str | os.PathLike) -> bool:
     return isinstance(record, dict) and process_alive(record) is True
 
 
-def resolve_batch(args: TrainArguments, train_rows: int, resume_dir: Path | None) -> tuple[TrainArguments, str, bool]:
+def resolve_batch(
+    args: TrainArguments, train_rows: int, resume_dir: Path | None, clip_seconds: Sequence[float] | None = None
+) -> tuple[TrainArguments, str, bool]:
     """batch_size="auto" settled before any model is built: (arguments with a number, how it was chosen, whether a
-    probe step confirms it on a GPU). A new run takes the planner's batch; a resume the run's own, which its
+    probe step confirms it on a GPU). A new run takes the planner's batch for the longest batch of clips of these
+    durations (the training clips'; None: every clip at max_audio_length); a resume the run's own, which its
     interrupted epoch, schedule and optimizer state assume. Other batch sizes pass unchanged."""
     if args.batch_size != "auto":
         return args, "", False
     if resume_dir is None:
         from utils.training.auto_batch import plan_batch_size
 
-        batch, choice = plan_batch_size(args, train_rows)
+        batch, choice = plan_batch_size(args, train_rows, None if clip_seconds is None else list(clip_seconds))
         return args.replace(batch_size=batch), choice, True
     batch = int((read_run(resume_dir).get("arguments") or {}).get("batch_size") or 0)
     if batch < 1:
