@@ -46,6 +46,7 @@ from utils.training.input_checks import (
 )
 from utils.training.lora import LoraSettings, export_adapter
 from utils.training.metrics import MetricsLogger
+from utils.training.phase_times import EXPORT, PhaseTimes
 from utils.training.rank_run import train_beside_rank_zero
 from utils.training.resume_checks import check_resume, checkpoint_steps
 from utils.training.run_record import (
@@ -89,6 +90,7 @@ class TrainingRun:
         should_stop: Any = None,
         audio_roots: Any = None,
     ) -> None:
+        self.phase_times = PhaseTimes()  # where the wall time goes, from the call on (run.json `timings`)
         self.args = args
         self.audio_roots = audio_roots
         self.progress = progress
@@ -195,6 +197,7 @@ class TrainingRun:
                 self.args, report, self.frontend, self.run_dir, self.metrics, self.run_dir / REFERENCE_WAV
             )
             self.setup.trainer.choose_best = self.choice
+            self.setup.trainer.phase_times = self.phase_times
             self._set_status(
                 RunStatus.RUNNING, step=self.setup.trainer.total_steps_done, total_steps=self.metrics.total_steps
             )
@@ -389,6 +392,7 @@ class TrainingRun:
                 status, finished=now_iso(), steps_done=0, message="Stopped before the first step: nothing saved."
             )
             raise RuntimeError(f"The run {status.value} before its first step; nothing was saved in {self.run_dir}.")
+        exporting = self.phase_times.clock()
         ready = export_ready(
             self.run_dir,
             checkpoint,
@@ -407,6 +411,8 @@ class TrainingRun:
             },
         )
         adapter = self._export_adapter(base, checkpoint)
+        self.phase_times.add(EXPORT, self.phase_times.clock() - exporting)
+        self.phase_times.end()
         failures = self._clip_failures()
         skipped = (
             f" {failures['clips_failed']} clip(s) could not be loaded and were skipped (listed in run.json)."
@@ -431,6 +437,7 @@ class TrainingRun:
             ready_dir=str(ready),
             **({"adapter_dir": str(adapter)} if adapter else {}),
             message=message,
+            timings=self.phase_times.as_dict(),
             **failures,
         )
         print(f"\n{message}\nReady for inference: {ready}", flush=True)
