@@ -31,7 +31,7 @@ from typing import Any
 from utils.quality.selection import BestRule, EarlyStopping, is_better
 from utils.training import distributed
 from utils.training.checkpoints import BEST_MODEL_FILE
-from utils.training.phase_times import SAVES, SCORED_EVAL, phase
+from utils.training.phase_times import SAVES, SCORED_EVAL, SCORING_WAIT, phase
 from utils.training.quality_eval import QualityEvaluator, ScoringBudget
 from utils.training.run_record import read_run, update_run
 from utils.training.trainer import StopTraining
@@ -137,7 +137,8 @@ class CheckpointChoice:
         final = trainer.epochs_done + 1 >= trainer.config.epochs
         self._phase_times = getattr(trainer, "phase_times", None)
         if self.evaluator is not None and self.budget.should_score(final):
-            self.wait()  # at most one evaluation being scored: the previous one is recorded first
+            with phase(trainer, SCORING_WAIT):
+                self.wait()  # at most one evaluation being scored: the previous one is recorded first
             with phase(trainer, SCORED_EVAL):
                 started = time.monotonic()
                 spoken = self.evaluator.generate(getattr(trainer.model, "module", trainer.model).xtts, step)
