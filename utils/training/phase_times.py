@@ -76,7 +76,9 @@ class PhaseTimes:
         self.counts[name] = self.counts.get(name, 0) + 1
 
     def training_started(self) -> None:
-        """The training loop begins: the time until now that no phase counted was the startup (once)."""
+        """The training loop begins, on the thread that trains (the one whose phases count from now on): the
+        time until now that no phase counted was the startup (once)."""
+        self._owner = threading.get_ident()
         if STARTUP not in self.seconds and not self._stack:
             self.seconds[STARTUP] = max(0.0, self.clock() - self.started - sum(self.seconds.values()))
             self.counts[STARTUP] = 1
