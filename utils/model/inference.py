@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from utils.audio.io import AudioError, load_audio
 from utils.model.base_models import models_root
@@ -178,6 +179,146 @@ def generate_wav(
     finally:
         model.gpt.max_gen_mel_tokens = limit
     return np.asarray(out["wav"], dtype=np.float32).reshape(-1)
+
+
+def generate_wavs(
+    model: Any,
+    prepared_texts: list[str],
+    language: str,
+    latent: torch.Tensor,
+    speaker: torch.Tensor,
+    *,
+    max_audio_tokens: list[int],
+    seed: int | None = None,
+    temperature: float = 0.75,
+    length_penalty: float = 1.0,
+    repetition_penalty: float = 5.0,
+    top_k: int = 50,
+    top_p: float = 0.85,
+) -> list[np.ndarray]:
+    """`generate_latents`, then `decode_latents`: speech samples (mono float32 at the model's output rate)."""
+    latents = generate_latents(
+        model,
+        prepared_texts,
+        language,
+        latent,
+        max_audio_tokens=max_audio_tokens,
+        seed=seed,
+        temperature=temperature,
+        length_penalty=length_penalty,
+        repetition_penalty=repetition_penalty,
+        top_k=top_k,
+        top_p=top_p,
+    )
+    return decode_latents(model.hifigan_decoder, latents, speaker)
+
+
+def decode_latents(decoder: Any, latents: list[torch.Tensor], speaker: torch.Tensor) -> list[np.ndarray]:
+    """The HiFi-GAN decoder's speech of GPT latents, on the decoder's device. The decoder is frozen in
+    training (no step changes it), so this may run on another thread while training goes on."""
+    device = next(decoder.parameters()).device
+    wavs = []
+    with torch.inference_mode():
+        for latent in latents:
+            wav = decoder(latent.to(device), g=speaker.to(device)).cpu().squeeze()
+            wavs.append(np.asarray(wav, dtype=np.float32).reshape(-1))
+    return wavs
+
+
+def generate_latents(
+    model: Any,
+    prepared_texts: list[str],
+    language: str,
+    latent: torch.Tensor,
+    *,
+    max_audio_tokens: list[int],
+    seed: int | None = None,
+    temperature: float = 0.75,
+    length_penalty: float = 1.0,
+    repetition_penalty: float = 5.0,
+    top_k: int = 50,
+    top_p: float = 0.85,
+) -> list[torch.Tensor]:
+    """The GPT latents (one (1, frames, dim) tensor on the CPU per text) of several texts (already through the
+    front end) in one autoregressive pass: what coqui's `Xtts.inference` does one text at a time, with the texts
+    as one batch of its GPT generation (transformers' generate underneath). A decoding step costs about the
+    same for three rows as for one (it reads every weight once), so a batch of n texts takes about the time
+    of its longest; `decode_latents` turns them into speech.
+
+    Each row's prefix (conditioning latents, then its text) is left-padded to the longest one and the padding
+    is masked out of attention; XTTS's GPT has no absolute positions (the text and audio position embeddings
+    are its own, per row), so a row generates as it would alone. Each clip is cut at its own
+    `max_audio_tokens` (the batch runs to the largest) or at its first stop token. The sampling differs from
+    one-by-one generation (one random stream for the batch); with `seed` it is repeatable, and with top_k=1
+    (greedy) it is the same as one by one."""
+    gpt = model.gpt
+    lang = language.split("-")[0]
+    device = next(gpt.parameters()).device
+    latent = latent.to(device)
+    limit = int(gpt.max_gen_mel_tokens)
+    caps = [max(2, min(limit, int(cap))) for cap in max_audio_tokens]
+    if len(caps) != len(prepared_texts):
+        raise ValueError("generate_wavs: one max_audio_tokens per text")
+    latents: list[torch.Tensor] = []
+    with torch.inference_mode(), seeded(seed):
+        texts = [
+            torch.IntTensor(model.tokenizer.encode(text.strip().lower(), lang=lang)).unsqueeze(0).to(device)
+            for text in prepared_texts
+        ]
+        for text in texts:
+            if text.shape[-1] >= model.args.gpt_max_text_tokens:
+                raise ValueError(
+                    f"A text is {text.shape[-1]} tokens, over XTTS's limit of {model.args.gpt_max_text_tokens}."
+                )
+        prefixes = []
+        for text in texts:  # as coqui's GPT.compute_embeddings, one row at a time
+            framed = F.pad(F.pad(text, (0, 1), value=gpt.stop_text_token), (1, 0), value=gpt.start_text_token)
+            emb = gpt.text_embedding(framed) + gpt.text_pos_embedding(framed)
+            prefixes.append(torch.cat([latent, emb], dim=1)[0])
+        longest = max(p.shape[0] for p in prefixes)
+        prefix = prefixes[0].new_zeros(len(prefixes), longest, prefixes[0].shape[-1])
+        mask = torch.zeros(len(prefixes), longest + 1, dtype=torch.long, device=device)
+        for row, emb in enumerate(prefixes):
+            prefix[row, longest - emb.shape[0] :] = emb
+            mask[row, longest - emb.shape[0] :] = 1
+        gpt.gpt_inference.store_prefix_emb(prefix)
+        inputs = torch.full((len(prefixes), longest + 1), 1, dtype=torch.long, device=device)
+        inputs[:, -1] = gpt.start_audio_token
+        generated = gpt.gpt_inference.generate(
+            inputs,
+            bos_token_id=gpt.start_audio_token,
+            pad_token_id=gpt.stop_audio_token,
+            eos_token_id=gpt.stop_audio_token,
+            max_length=max(caps) + inputs.shape[-1],
+            attention_mask=mask,
+            do_sample=True,
+            top_p=float(top_p),
+            top_k=int(top_k),
+            temperature=float(temperature),
+            num_return_sequences=1,
+            num_beams=1,
+            length_penalty=float(length_penalty),
+            repetition_penalty=float(repetition_penalty),
+            output_attentions=False,
+        )[:, inputs.shape[-1] :]
+        for row, (text, cap) in enumerate(zip(texts, caps, strict=True)):
+            codes = generated[row : row + 1, :cap]
+            stops = (codes[0] == gpt.stop_audio_token).nonzero()
+            if len(stops):  # as a row alone: its codes end with the stop token it generated
+                codes = codes[:, : int(stops[0]) + 1]
+            expected = torch.tensor([codes.shape[-1] * gpt.code_stride_len], device=device)
+            latents.append(
+                gpt(
+                    text,
+                    torch.tensor([text.shape[-1]], device=device),
+                    codes,
+                    expected,
+                    cond_latents=latent,
+                    return_attentions=False,
+                    return_latent=True,
+                ).cpu()
+            )
+    return latents
 
 
 def synthesize(

@@ -9,6 +9,12 @@ the Stop button's own path (`StopTraining`) once the rule's value has not improv
 `early_stop_patience` evaluations, with the count and then the reason in run.json `early_stop` (the records are
 declared in utils.training.records: BestChoice, EarlyStopState, QualitySetup, QualityRecord).
 
+Scoring off the training loop: under best_by eval_loss the choice does not depend on the scores, so only the
+generation (which needs the weights of this step) runs in the loop; decoding and scoring run on a background
+thread (one at a time), and their "quality" record is appended at the first step boundary after they are
+done, or by `wait` at the run's end (the trainer calls it before the final export): none is lost. Under a
+quality rule the scores decide the best checkpoint, so they are computed in the loop.
+
 Degrading gracefully: an evaluation without the rule's value (no Whisper model for "cer", no speech to
 embed for "similarity") cannot win and does not count for early stopping. Until some evaluation has the
 value, the lowest eval loss keeps a provisional best, so `ready/` always holds a chosen checkpoint and
@@ -18,6 +24,7 @@ run.json says why.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +32,7 @@ from typing import Any
 from utils.quality.selection import BestRule, EarlyStopping, is_better
 from utils.training import distributed
 from utils.training.checkpoints import BEST_MODEL_FILE
+from utils.training.phase_times import SAVES, SCORED_EVAL, SCORING_WAIT, phase
 from utils.training.quality_eval import QualityEvaluator, ScoringBudget
 from utils.training.records import BestChoice, EarlyStopState, QualityRecord, QualitySetup
 from utils.training.run_record import load_run, update_run
@@ -62,6 +70,11 @@ class CheckpointChoice:
         self.best: dict[str, Any] | None = None
         self.stop_message: str | None = None
         self.stop_requested = False  # a multi-process run's early stop, taken at the next step by every rank
+        # Under best_by eval_loss an evaluation is decoded and scored on a background thread (one at a time).
+        self.background_scoring = self.rule is BestRule.EVAL_LOSS
+        self._scoring: threading.Thread | None = None
+        self._scored: tuple[dict[str, Any], dict[str, Any]] | None = None  # (quality fields, record fields)
+        self._phase_times: Any = None
         self._restore()
 
     def _restore(self) -> None:
@@ -118,12 +131,19 @@ class CheckpointChoice:
         if values["eval_loss"] is None and losses["train_loss"] != float("inf"):
             values["eval_loss"] = losses["train_loss"]  # no eval pass: the train loss stands in, as coqui does
         quality = None
+        spoken = None
         final = trainer.epochs_done + 1 >= trainer.config.epochs
+        self._phase_times = getattr(trainer, "phase_times", None)
         if self.evaluator is not None and self.budget.should_score(final):
-            started = time.monotonic()
-            quality = self.evaluator.evaluate(getattr(trainer.model, "module", trainer.model).xtts, step)
-            self.budget.record(time.monotonic() - started)
-            values.update({k: quality[k] for k in ("cer", "wer", "similarity", "duration_ratio", "combined")})
+            with phase(trainer, SCORING_WAIT):
+                self.wait()  # at most one evaluation being scored: the previous one is recorded first
+            with phase(trainer, SCORED_EVAL):
+                started = time.monotonic()
+                spoken = self.evaluator.generate(getattr(trainer.model, "module", trainer.model).xtts, step)
+                if not self.background_scoring:
+                    quality = spoken.finish()
+                    values.update({k: quality[k] for k in ("cer", "wer", "similarity", "duration_ratio", "combined")})
+                self.budget.record(time.monotonic() - started)
         elif self.evaluator is not None:
             log.info("Quality evaluation at step %d %s.", step, self.budget.reason_skipped())
         better, by, why = self.decide(step, values, quality["reasons"] if quality else [])
@@ -139,7 +159,11 @@ class CheckpointChoice:
         # run.json names the best once best_model.pth holds it: the write may still be in flight (a background
         # save), and a kill -9 or a full disk before it lands must not leave a record of weights not on disk.
         record_best = lambda _path, best=candidate: update_run(self.run_dir, best=best)
-        if better and trainer.checkpoints.save_best(trainer, step, losses, on_done=record_best) is not None:
+        saved = None
+        if better:
+            with phase(trainer, SAVES):
+                saved = trainer.checkpoints.save_best(trainer, step, losses, on_done=record_best)
+        if saved is not None:
             trainer.best_loss = losses
             self.best = candidate.to_json()
         else:
@@ -152,20 +176,64 @@ class CheckpointChoice:
                 evals_without_improvement=self.stopper.evals_without_improvement,
             )
             update_run(self.run_dir, early_stop=count)
+        record = {
+            "step": step,
+            "epoch": trainer.epochs_done + 1,
+            "rule": self.rule.value,
+            "eval_loss": values["eval_loss"],
+            "is_best": better,
+            "best_step": self.best["step"] if self.best else None,
+        }
         if quality is not None:
-            self.metrics.quality(
-                QualityRecord(
-                    step=step,
-                    epoch=trainer.epochs_done + 1,
-                    rule=self.rule.value,
-                    eval_loss=values["eval_loss"],
-                    **quality,
-                    is_best=better,
-                    best_step=self.best["step"] if self.best else None,
-                )
-            )
+            self._record(quality, record)
+        elif spoken is not None:
+            self._score_in_background(spoken, record)
         if stop:
             self._stop(step)
+
+    # --- scoring off the training loop --------------------------------------------------------------
+    def _record(self, quality: dict[str, Any], record: dict[str, Any]) -> None:
+        self.metrics.quality(QualityRecord(**{**quality, **record}))
+
+    def _score_in_background(self, spoken: Any, record: dict[str, Any]) -> None:
+        def work() -> None:
+            started = time.monotonic()
+            try:
+                quality = spoken.finish()  # never raises for a model or scoring problem: it says why
+            except Exception as exc:
+                log.warning("Scoring the evaluation at step %d failed: %s", spoken.step, exc, exc_info=True)
+                empty = dict.fromkeys(("cer", "wer", "similarity", "duration_ratio", "combined"))
+                quality = {
+                    **empty,
+                    "files": [],
+                    "texts": [],
+                    "clips": [],
+                    "seconds": time.monotonic() - started,
+                    "reasons": [f"scoring failed: {type(exc).__name__}: {exc}"],
+                }
+            seconds = time.monotonic() - started
+            if self._phase_times is not None:
+                self._phase_times.add_background("scoring", seconds)
+            self.budget.add(seconds)
+            self._scored = (quality, record)
+
+        self._scoring = threading.Thread(target=work, name=f"scoring-step-{spoken.step}", daemon=True)
+        self._scoring.start()
+
+    def collect(self) -> None:
+        """At a step boundary: the record of a background scoring that has finished."""
+        if self._scoring is not None and not self._scoring.is_alive():
+            self.wait()
+
+    def wait(self) -> None:
+        """Wait for the evaluation being scored (if any) and record it."""
+        if self._scoring is None:
+            return
+        self._scoring.join()
+        self._scoring = None
+        scored, self._scored = self._scored, None
+        if scored is not None:
+            self._record(*scored)
 
     def _count(self, values: dict[str, float | None]) -> bool:
         """Feed early stopping; True when patience has run out. A missing value is not counted either way."""

@@ -11,10 +11,16 @@ speaker encoder are loaded once per process, on the CPU, so the GPU stays with t
 Nothing here can end a run: a missing Whisper model, a clip too short to embed, even a failed
 generation become None values with their reason in the record.
 
-Scoring costs what generation costs (autoregressive, one sentence after another), often more than an
-epoch of a small dataset. `ScoringBudget` keeps it to a share of the run's wall time (quality_eval_share,
-20% by default): the first and the last evaluation are always scored, one in between only when the time
-spent scoring, with the next one's expected cost, stays within the share of the time elapsed.
+What it costs, and how little of it the training loop waits for: the sentences are generated as one batch
+(`utils.model.inference.generate_latents`: a decoding step costs about the same for three rows as for one),
+each capped at 1.5 times its real clip's length (a model that has not learnt to stop speaks to the cap).
+Only that part needs the weights being trained; the rest, the HiFi-GAN decoder (frozen in training) turning
+the latents into speech, Whisper and the speaker encoder, is `Spoken.finish`, which the run does on a
+background thread while training goes on when the best checkpoint does not depend on the scores (best_by
+eval_loss), and records when it is ready; the run's end waits for it, so no measurement is lost.
+`ScoringBudget` keeps the whole to a share of the run's wall time (quality_eval_share): the first and the
+last evaluation are always scored, one in between only when the time spent scoring, with the next one's
+expected cost, stays within the share of the time elapsed.
 """
 
 from __future__ import annotations
@@ -74,17 +80,19 @@ def pick_eval_sentences(report: DatasetReport, frontend: TextFrontEnd, count: in
 
 
 @contextlib.contextmanager
-def speaking(xtts: Any) -> Iterator[Any]:
+def speaking(xtts: Any, decoder_to_gpt: bool = True) -> Iterator[Any]:
     """The training Xtts, ready to generate: its GPT gets coqui's inference wrapper (sharing the weights) and
     the model is in eval mode; afterwards the wrapper is removed, so checkpoints hold the same keys as before,
-    and the training mode is restored."""
+    and the training mode is restored. `decoder_to_gpt`: the HiFi-GAN decoder joins the GPT's device meanwhile
+    (not needed when the latents are decoded later, where the decoder lives)."""
     was_training = xtts.training
     gpt = xtts.gpt
     gpt.init_gpt_for_inference(kv_cache=bool(getattr(xtts.args, "kv_cache", True)), use_deepspeed=False)
     xtts.eval()
     # Training keeps the HiFi-GAN decoder on the CPU (no step uses it): it joins the GPT to speak, then leaves.
     decoder_device = next(xtts.hifigan_decoder.parameters()).device
-    xtts.hifigan_decoder.to(next(gpt.parameters()).device)
+    if decoder_to_gpt:
+        xtts.hifigan_decoder.to(next(gpt.parameters()).device)
     try:
         yield xtts
     finally:
@@ -116,6 +124,11 @@ class ScoringBudget:
         self.spent += seconds
         self.last_cost = seconds
 
+    def add(self, seconds: float) -> None:
+        """More of the last evaluation's cost, known later (its scoring on a background thread)."""
+        self.spent += seconds
+        self.last_cost = (self.last_cost or 0.0) + seconds
+
     def reason_skipped(self) -> str:
         return (
             f"not scored: scoring has taken {self.spent:.0f} s of {self.clock() - self.started:.0f} s, and "
@@ -125,6 +138,24 @@ class ScoringBudget:
 
 def step_folder(run_dir: str | Path, step: int) -> Path:
     return Path(run_dir) / EVALS_DIR / f"step_{step}"
+
+
+@dataclass
+class Spoken:
+    """An evaluation's sentences generated with the weights of `step` (GPT latents, or why not): what remains
+    (decoding, scoring) no longer needs the training model's GPT, so it may run on another thread."""
+
+    evaluator: QualityEvaluator
+    step: int
+    latents: list[Any] | None
+    speaker: Any
+    decoder: Any
+    loop_seconds: float
+    error: str | None = None
+
+    def finish(self) -> dict[str, Any]:
+        """Decode and score: the fields of a "quality" record (see `QualityEvaluator.evaluate`)."""
+        return self.evaluator.finish(self)
 
 
 class QualityEvaluator:
@@ -151,6 +182,7 @@ class QualityEvaluator:
         self.seed = seed
         self.whisper_model = whisper_model
         self.max_audio_tokens = max_audio_tokens
+        self.output_sample_rate = 24000  # the model's, read at the first generation
         self._transcriber: Any = None
         self._transcriber_reason: str | None = None
 
@@ -172,33 +204,42 @@ class QualityEvaluator:
             return self.max_audio_tokens
         return math.ceil(sentence.seconds * TOKENS_PER_SECOND * AUTO_CAP_FACTOR) + AUTO_CAP_EXTRA_TOKENS
 
-    def speak(self, xtts: Any, folder: Path) -> list[Path]:
-        """Generate every sentence into `folder` (0.wav, 1.wav...) with the current weights."""
-        from utils.model.inference import conditioning_latents, generate_wav
+    def generate(self, xtts: Any, step: int) -> Spoken:
+        """The sentences' GPT latents with the current weights, as one batch (the part that needs them). Never
+        raises for a model problem: the Spoken says why."""
+        from utils.model.inference import conditioning_latents, generate_latents
 
-        rate = int(xtts.args.output_sample_rate)
-        files = []
-        with speaking(xtts) as model:
-            latent, speaker = conditioning_latents(model, self.reference_wav)
-            for index, sentence in enumerate(self.sentences):
-                wav = generate_wav(
+        started = time.perf_counter()
+        self.output_sample_rate = int(xtts.args.output_sample_rate)
+        try:
+            with speaking(xtts, decoder_to_gpt=False) as model:
+                latent, speaker = conditioning_latents(model, self.reference_wav)
+                latents = generate_latents(
                     model,
-                    sentence.prepared,
+                    [s.prepared for s in self.sentences],
                     self.language,
                     latent,
-                    speaker,
-                    seed=self.seed + index,
-                    max_audio_tokens=self.token_cap(sentence),
+                    max_audio_tokens=[self.token_cap(s) for s in self.sentences],
+                    seed=self.seed,
                 )
-                files.append(write_wav(folder / f"{index}.wav", wav, rate))
-        return files
+        except Exception as exc:
+            log.warning("Quality evaluation at step %d: generation failed: %s", step, exc, exc_info=True)
+            return Spoken(self, step, None, None, None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")
+        return Spoken(self, step, latents, speaker.cpu(), xtts.hifigan_decoder, time.perf_counter() - started)
 
     def evaluate(self, xtts: Any, step: int) -> dict[str, Any]:
         """Speak and score the sentences at `step`; the fields of a "quality" record in metrics.jsonl
         (files relative to the run folder). Never raises for a model or scoring problem: it says why."""
+        return self.generate(xtts, step).finish()
+
+    def finish(self, spoken: Spoken) -> dict[str, Any]:
+        """Decode `spoken` into evals/step_<N>/<i>.wav and score the clips; `seconds` is the whole evaluation's
+        time, `loop_seconds` the part that needed the training model (generation)."""
+        from utils.model.inference import decode_latents
         from utils.quality.scoring import score_clips
 
-        started = time.perf_counter()
+        started = time.perf_counter() - spoken.loop_seconds
+        step = spoken.step
         folder = step_folder(self.run_dir, step)
         texts = [s.text for s in self.sentences]
         empty = {
@@ -211,14 +252,21 @@ class QualityEvaluator:
             "combined": None,
             "clips": [],
         }
+        loop_seconds = round(spoken.loop_seconds, 2)
         try:
-            files = self.speak(xtts, folder)
+            if spoken.error is not None:
+                raise RuntimeError(spoken.error)
+            rate = int(self.output_sample_rate)
+            wavs = decode_latents(spoken.decoder, spoken.latents or [], spoken.speaker)
+            files = [write_wav(folder / f"{index}.wav", wav, rate) for index, wav in enumerate(wavs)]
         except Exception as exc:
             log.warning("Quality evaluation at step %d: generation failed: %s", step, exc, exc_info=True)
+            why = spoken.error or f"{type(exc).__name__}: {exc}"
             return {
                 **empty,
-                "reasons": [f"generation failed: {type(exc).__name__}: {exc}"],
+                "reasons": [f"generation failed: {why}"],
                 "seconds": round(time.perf_counter() - started, 2),
+                "loop_seconds": loop_seconds,
             }
         transcriber, why = self.transcriber()
         report = score_clips(
@@ -237,4 +285,5 @@ class QualityEvaluator:
             "clips": clips,
             "reasons": reasons,
             "seconds": round(time.perf_counter() - started, 2),
+            "loop_seconds": loop_seconds,
         }

@@ -289,6 +289,9 @@ class RunRecord(Record):
     adapter_dir: str | None = _field("a LoRA run's adapter/")
     clips_failed: int | None = _field("clips the data loader could not load")
     clip_failures: list[str] | None = _field("the first of those, with why")
+    timings: dict[str, Any] | None = _field(
+        "where the wall time went: {wall_s, phases: {name: {seconds, count, share}}, background} (phase_times.py)"
+    )
 
 
 # --- metrics.jsonl ------------------------------------------------------------------------------------------
@@ -376,6 +379,7 @@ class QualityRecord(LoggedRecord):
     clips: list[dict[str, Any]] | None = _field("per clip: file, text, transcript and scores", required=True)
     reasons: list[str] | None = _field("why a score is missing ('cer: ...')", required=True, page=True)
     seconds: float | None = _field("seconds the evaluation took", required=True)
+    loop_seconds: float | None = _field("of those, the seconds the training loop waited (generation)")
     is_best: bool | None = _field("whether it became the best checkpoint", required=True, page=True)
     best_step: int | None = _field("the best checkpoint's step after it", required=True, page=True)
 

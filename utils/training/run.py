@@ -46,6 +46,7 @@ from utils.training.input_checks import (
 from utils.training.lora import LoraSettings, export_adapter
 from utils.training.metrics import MetricsLogger
 from utils.training.outcome import RunOutput
+from utils.training.phase_times import EXPORT, PhaseTimes
 from utils.training.rank_run import train_beside_rank_zero
 from utils.training.records import RunRecord, StatusRecord
 from utils.training.resume_checks import check_resume, checkpoint_steps
@@ -86,6 +87,7 @@ class TrainingRun:
         devices: tuple[str, ...] = (),
     ) -> None:
         check_input_files(args)  # TrainArguments reads no file: the files it names are checked where a run starts
+        self.phase_times = PhaseTimes()  # where the wall time goes, from the call on (run.json `timings`)
         self.args = args
         self.audio_roots = audio_roots
         # The folder a worker was started on (its spec.json written by the caller); None: this run creates one.
@@ -195,6 +197,7 @@ class TrainingRun:
                 self.args, report, self.frontend, self.run_dir, self.metrics, self.run_dir / REFERENCE_WAV
             )
             self.setup.trainer.choose_best = self.choice
+            self.setup.trainer.phase_times = self.phase_times
             self._set_status(
                 RunStatus.RUNNING, step=self.setup.trainer.total_steps_done, total_steps=self.metrics.total_steps
             )
@@ -408,6 +411,7 @@ class TrainingRun:
                 status, finished=now_iso(), steps_done=0, message="Stopped before the first step: nothing saved."
             )
             raise RuntimeError(f"The run {status.value} before its first step; nothing was saved in {self.run_dir}.")
+        exporting = self.phase_times.clock()
         ready = export_ready(
             self.run_dir,
             checkpoint,
@@ -426,6 +430,8 @@ class TrainingRun:
             },
         )
         adapter = self._export_adapter(base, checkpoint)
+        self.phase_times.add(EXPORT, self.phase_times.clock() - exporting)
+        self.phase_times.end()
         failures = self._clip_failures()
         skipped = (
             f" {failures['clips_failed']} clip(s) could not be loaded and were skipped (listed in run.json)."
@@ -450,6 +456,7 @@ class TrainingRun:
             ready_dir=str(ready),
             **({"adapter_dir": str(adapter)} if adapter else {}),
             message=message,
+            timings=self.phase_times.as_dict(),
             **failures,
         )
         print(f"\n{message}\nReady for inference: {ready}", flush=True)

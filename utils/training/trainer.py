@@ -38,6 +38,7 @@ from utils.training.checkpoints import (
     remove_stale_temporaries,
     set_aside_newer,
 )
+from utils.training.phase_times import DATA, EVAL_LOSS, SAVES, SCORING_WAIT, TRAIN_STEPS, PhaseTimes, phase
 from utils.training.run_record import RunStatus
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,8 @@ class FineTuneTrainer(Trainer):
         self.stop_checkpoint: str | None = None
         self.choose_best: Callable[[FineTuneTrainer], None] | None = None  # set by the run; None: lowest loss
         self.checkpoints = checkpoints or CheckpointWriter(self.output_path, self.config.save_n_checkpoints)
+        # Where the wall time goes (run.json `timings`); the run replaces it with its own, started at its call.
+        self.phase_times = PhaseTimes()
         # The checkpoint of this many steps on disk holds this trainer's weights (after a resume: the restored one).
         self._saved_step = self.total_steps_done if self.continue_run else 0
         if self.continue_run and distributed.is_main_process():  # the run's earlier process has ended
@@ -155,7 +158,8 @@ class FineTuneTrainer(Trainer):
             self.checkpoints.flush()  # it may still be in flight
             if existing.is_file():
                 return existing  # written at this step already (a periodic save, then a stop or the end)
-        saved = self.checkpoints.save(self, self.total_steps_done)
+        with phase(self, SAVES):
+            saved = self.checkpoints.save(self, self.total_steps_done)
         if saved is not None:
             self._saved_step = self.total_steps_done
         return saved
@@ -163,6 +167,24 @@ class FineTuneTrainer(Trainer):
     def _collect_saves(self, trainer: Trainer) -> None:
         # A background write that finished: its follow-up (pruning, run.json) or its error (DiskFull), here.
         self.checkpoints.poll()
+        collect = getattr(self.choose_best, "collect", None)
+        if collect is not None:  # a background scoring that finished: its record, here
+            collect()
+
+    def _wait_for_scoring(self) -> None:
+        """The scores still being computed in the background are recorded before the run ends (none lost)."""
+        wait = getattr(self.choose_best, "wait", None)
+        if wait is not None:
+            with phase(self, SCORING_WAIT):
+                wait()
+
+    def train_step(self, *args: Any, **kwargs: Any) -> Any:
+        with phase(self, TRAIN_STEPS):
+            return super().train_step(*args, **kwargs)
+
+    def eval_epoch(self) -> None:
+        with phase(self, EVAL_LOSS):
+            super().eval_epoch()
 
     def _periodic_checkpoint(self, trainer: Trainer) -> None:
         if self.total_steps_done % self.config.save_step == 0:
@@ -180,11 +202,13 @@ class FineTuneTrainer(Trainer):
             batches.set_epoch(self.epochs_done)
             batches.skip_batches = done_in_epoch if 0 < done_in_epoch <= len(full) else 0
         if not 0 < done_in_epoch <= len(full):
-            super().train_epoch()
+            with phase(self, DATA):  # what the steps inside leave: the loader's next batch, logging
+                super().train_epoch()
             return
         self.train_loader = _FirstSteps(full, len(full) - done_in_epoch)
         try:
-            super().train_epoch()
+            with phase(self, DATA):
+                super().train_epoch()
         finally:
             self.train_loader = full
 
@@ -206,8 +230,11 @@ class FineTuneTrainer(Trainer):
             else "train_loss"
         )
         better = loss[key] is not None and loss[key] < self.best_loss[key]
-        if better and self.checkpoints.save_best(self, self.total_steps_done, loss) is not None:
-            self.best_loss = loss
+        if better:
+            with phase(self, SAVES):
+                saved = self.checkpoints.save_best(self, self.total_steps_done, loss)
+            if saved is not None:
+                self.best_loss = loss
 
     def eval_step(self, batch: dict[str, Any], step: int) -> tuple[Any, Any]:
         """coqui's evaluation ran in full precision even when training used autocast; it runs as training does."""
@@ -227,8 +254,10 @@ class FineTuneTrainer(Trainer):
 
     def _save_after_stop(self) -> None:
         saved = self._save_full()
-        self.checkpoints.flush()
+        with phase(self, SAVES):
+            self.checkpoints.flush()
         self.stop_checkpoint = str(saved) if saved else None
+        self._wait_for_scoring()
 
     def _finish_writes(self) -> None:
         """After a failure: let a save in flight (of earlier, finite weights) land; its error is logged only."""
@@ -236,13 +265,20 @@ class FineTuneTrainer(Trainer):
             self.checkpoints.flush()
         except Exception as exc:  # noqa: BLE001 - the original error is the one to report
             log.warning("A checkpoint being written when the run failed was not saved: %s", exc)
+        try:
+            self._wait_for_scoring()
+        except Exception as exc:  # noqa: BLE001 - the original error is the one to report
+            log.warning("An evaluation being scored when the run failed was not recorded: %s", exc)
 
     def fit(self) -> None:  # type: ignore[override]
+        self.phase_times.training_started()
         try:
             self._fit()
             self.outcome = RunStatus.FINISHED
             self._save_full()  # the finished run can be continued with more epochs
-            self.checkpoints.flush()  # every file on disk before the run is exported
+            with phase(self, SAVES):
+                self.checkpoints.flush()  # every file on disk before the run is exported
+            self._wait_for_scoring()
         except StopTraining:
             self.outcome = RunStatus.STOPPED
             self._save_after_stop()
