@@ -405,6 +405,7 @@ class StatusRecord(LoggedRecord):
     adapter_dir: str | None = _field("a LoRA run's adapter/")
     clips_failed: int | None = _field("clips the data loader could not load", page=True)
     clip_failures: list[str] | None = _field("the first of those, with why")
+    timings: dict[str, Any] | None = _field("where the wall time went (as run.json's timings)")
 
 
 @dataclass(kw_only=True)
