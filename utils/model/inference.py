@@ -182,34 +182,11 @@ def generate_wav(
 
 
 def generate_wavs(
-    model: Any,
-    prepared_texts: list[str],
-    language: str,
-    latent: torch.Tensor,
-    speaker: torch.Tensor,
-    *,
-    max_audio_tokens: list[int],
-    seed: int | None = None,
-    temperature: float = 0.75,
-    length_penalty: float = 1.0,
-    repetition_penalty: float = 5.0,
-    top_k: int = 50,
-    top_p: float = 0.85,
+    model: Any, prepared_texts: list[str], language: str, latent: torch.Tensor, speaker: torch.Tensor, **generation: Any
 ) -> list[np.ndarray]:
-    """`generate_latents`, then `decode_latents`: speech samples (mono float32 at the model's output rate)."""
-    latents = generate_latents(
-        model,
-        prepared_texts,
-        language,
-        latent,
-        max_audio_tokens=max_audio_tokens,
-        seed=seed,
-        temperature=temperature,
-        length_penalty=length_penalty,
-        repetition_penalty=repetition_penalty,
-        top_k=top_k,
-        top_p=top_p,
-    )
+    """`generate_latents` (its keywords: max_audio_tokens, seed and the sampling settings, declared there), then
+    `decode_latents`: speech samples (mono float32 at the model's output rate)."""
+    latents = generate_latents(model, prepared_texts, language, latent, **generation)
     return decode_latents(model.hifigan_decoder, latents, speaker)
 
 
@@ -259,7 +236,6 @@ def generate_latents(
     caps = [max(2, min(limit, int(cap))) for cap in max_audio_tokens]
     if len(caps) != len(prepared_texts):
         raise ValueError("generate_wavs: one max_audio_tokens per text")
-    latents: list[torch.Tensor] = []
     with torch.inference_mode(), seeded(seed):
         texts = [
             torch.IntTensor(model.tokenizer.encode(text.strip().lower(), lang=lang)).unsqueeze(0).to(device)
@@ -270,19 +246,9 @@ def generate_latents(
                 raise ValueError(
                     f"A text is {text.shape[-1]} tokens, over XTTS's limit of {model.args.gpt_max_text_tokens}."
                 )
-        prefixes = []
-        for text in texts:  # as coqui's GPT.compute_embeddings, one row at a time
-            framed = F.pad(F.pad(text, (0, 1), value=gpt.stop_text_token), (1, 0), value=gpt.start_text_token)
-            emb = gpt.text_embedding(framed) + gpt.text_pos_embedding(framed)
-            prefixes.append(torch.cat([latent, emb], dim=1)[0])
-        longest = max(p.shape[0] for p in prefixes)
-        prefix = prefixes[0].new_zeros(len(prefixes), longest, prefixes[0].shape[-1])
-        mask = torch.zeros(len(prefixes), longest + 1, dtype=torch.long, device=device)
-        for row, emb in enumerate(prefixes):
-            prefix[row, longest - emb.shape[0] :] = emb
-            mask[row, longest - emb.shape[0] :] = 1
+        prefix, mask = _left_padded_prefixes(gpt, latent, texts)
         gpt.gpt_inference.store_prefix_emb(prefix)
-        inputs = torch.full((len(prefixes), longest + 1), 1, dtype=torch.long, device=device)
+        inputs = torch.full(mask.shape, 1, dtype=torch.long, device=device)
         inputs[:, -1] = gpt.start_audio_token
         generated = gpt.gpt_inference.generate(
             inputs,
@@ -301,24 +267,42 @@ def generate_latents(
             repetition_penalty=float(repetition_penalty),
             output_attentions=False,
         )[:, inputs.shape[-1] :]
-        for row, (text, cap) in enumerate(zip(texts, caps, strict=True)):
-            codes = generated[row : row + 1, :cap]
-            stops = (codes[0] == gpt.stop_audio_token).nonzero()
-            if len(stops):  # as a row alone: its codes end with the stop token it generated
-                codes = codes[:, : int(stops[0]) + 1]
-            expected = torch.tensor([codes.shape[-1] * gpt.code_stride_len], device=device)
-            latents.append(
-                gpt(
-                    text,
-                    torch.tensor([text.shape[-1]], device=device),
-                    codes,
-                    expected,
-                    cond_latents=latent,
-                    return_attentions=False,
-                    return_latent=True,
-                ).cpu()
-            )
-    return latents
+        return [
+            _row_latent(gpt, latent, text, generated[row : row + 1, :cap])
+            for row, (text, cap) in enumerate(zip(texts, caps, strict=True))
+        ]
+
+
+def _left_padded_prefixes(
+    gpt: Any, latent: torch.Tensor, texts: list[torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(prefix embeddings, attention mask) of a batch: each row's conditioning latents and framed text (as coqui's
+    GPT.compute_embeddings builds them for one row), left-padded to the longest; the mask has one more column for
+    the start-audio token that follows."""
+    prefixes = []
+    for text in texts:
+        framed = F.pad(F.pad(text, (0, 1), value=gpt.stop_text_token), (1, 0), value=gpt.start_text_token)
+        emb = gpt.text_embedding(framed) + gpt.text_pos_embedding(framed)
+        prefixes.append(torch.cat([latent, emb], dim=1)[0])
+    longest = max(p.shape[0] for p in prefixes)
+    prefix = prefixes[0].new_zeros(len(prefixes), longest, prefixes[0].shape[-1])
+    mask = torch.zeros(len(prefixes), longest + 1, dtype=torch.long, device=latent.device)
+    for row, emb in enumerate(prefixes):
+        prefix[row, longest - emb.shape[0] :] = emb
+        mask[row, longest - emb.shape[0] :] = 1
+    return prefix, mask
+
+
+def _row_latent(gpt: Any, latent: torch.Tensor, text: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+    """One row's GPT latents (on the CPU) for its generated codes, cut after its first stop token as the row alone
+    would have ended."""
+    stops = (codes[0] == gpt.stop_audio_token).nonzero()
+    if len(stops):
+        codes = codes[:, : int(stops[0]) + 1]
+    device = text.device
+    expected = torch.tensor([codes.shape[-1] * gpt.code_stride_len], device=device)
+    lengths = torch.tensor([text.shape[-1]], device=device)
+    return gpt(text, lengths, codes, expected, cond_latents=latent, return_attentions=False, return_latent=True).cpu()
 
 
 def synthesize(
