@@ -115,6 +115,11 @@ def evict_from_page_cache(folder: Path) -> None:
                 os.close(fd)
 
 
+def ljspeech_like_durations(clips: int, seed: int) -> list[float]:
+    """Clip lengths in seconds shaped like LJSpeech's: 1-10.1 s, skewed long, mean about 6.9 s."""
+    return [float(d) for d in 1.0 + 9.1 * np.random.default_rng(seed).beta(3.0, 1.6, clips)]
+
+
 def speech_like(seconds: float, seed: int) -> np.ndarray:
     """Harmonics on a wandering pitch with a syllable-rate envelope: passes the dataset checks like speech."""
     rng = np.random.default_rng(seed)

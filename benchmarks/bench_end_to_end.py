@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_common as common
-import numpy as np
 
 # Read text to cut sentences of a clip's length from (about 15 characters a second of speech).
 TEXT = " ".join(common.SENTENCES)
@@ -51,11 +50,6 @@ PHASES = (
     ("export", "export (ready/)"),
     ("other", "other (epoch bookkeeping, records)"),
 )
-
-
-def real_length_durations(clips: int, seed: int) -> list[float]:
-    """LJSpeech-like clip lengths in seconds: 1-10.1 s, skewed long, mean about 6.9 s."""
-    return [float(d) for d in 1.0 + 9.1 * np.random.default_rng(seed).beta(3.0, 1.6, clips)]
 
 
 def text_of_length(seconds: float, start: int) -> str:
@@ -78,7 +72,7 @@ def write_real_length_dataset(folder: Path, train: int, held_out: int) -> tuple[
         return train_csv, eval_csv
     (folder / "wavs").mkdir(parents=True, exist_ok=True)
     lines = []
-    for i, seconds in enumerate(real_length_durations(train + held_out, seed=20)):
+    for i, seconds in enumerate(common.ljspeech_like_durations(train + held_out, seed=20)):
         name = f"wavs/clip_{i:04d}.wav"
         sf.write(str(folder / name), common.speech_like(seconds, seed=i), common.SAMPLE_RATE)
         lines.append(f"{name}|{text_of_length(seconds, start=7 * i)}|speaker")
@@ -197,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     table, share = split_table(timings, total_s)
     arguments = record.get("arguments") or {}
-    durations = real_length_durations(opts.clips + opts.eval_clips, seed=20)
+    durations = common.ljspeech_like_durations(opts.clips + opts.eval_clips, seed=20)
     text = "\n".join(
         [
             f"Device: {common.machine()}; load average {load_before} before, {load_after} after  ",

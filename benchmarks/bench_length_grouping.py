@@ -39,7 +39,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_common as common
-import numpy as np
 import torch
 
 from utils.training.batching import LengthGroupedBatchSampler, padding_share
@@ -47,10 +46,6 @@ from utils.training.batching import LengthGroupedBatchSampler, padding_share
 CODES_PER_SECOND = 22050 / 1024
 TEXT_TOKENS_PER_SECOND = 6.5
 CHARACTERS_PER_SECOND = 15  # read speech
-
-
-def ljspeech_like(clips: int, seed: int) -> list[float]:
-    return [float(d) for d in 1.0 + 9.1 * np.random.default_rng(seed).beta(3.0, 1.6, clips)]
 
 
 def positions(seconds: float) -> tuple[int, int]:
@@ -199,8 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = parse(argv)
     began = time.perf_counter()
     torch.manual_seed(opts.seed)
-    many = ljspeech_like(opts.padding_clips, opts.seed)
-    trained = ljspeech_like(opts.clips, opts.seed + 1)
+    many = common.ljspeech_like_durations(opts.padding_clips, opts.seed)
+    trained = common.ljspeech_like_durations(opts.clips, opts.seed + 1)
     print(f"{common.machine()}, load {common.load_average()}, {common.now()}", flush=True)
     print(
         f"durations: {len(many)} clips for the padding share (mean {statistics.mean(many):.2f} s), "
