@@ -92,3 +92,25 @@ def page_text(markdown: str) -> str:
 
     page = MarkdownIt("commonmark", {"html": True}).render(markdown)
     return html.unescape(re.sub(r"<[^>]+>", "", page)).strip()
+
+
+def tiny_training_setup(tiny_base, tmp_path: Path, name: str, **arguments):
+    """train_gpt's training setup (coqui's GPTTrainer and Trainer, not yet run) on 6 synthetic clips with the tiny
+    model: one epoch of batch 2 (3 steps), no loader workers; `arguments` add to or override TrainArguments.
+    Returns (setup, arguments); call setup.release() when done."""
+    from utils.data.validation import validate_dataset
+    from utils.options.arguments import TrainArguments
+    from utils.text.frontend import TextFrontEnd
+    from utils.training.metrics import MetricsLogger
+    from utils.training.run_record import create_run_dir
+    from utils.training.setup import build_training_setup
+
+    csv_path = write_dataset(tmp_path / "data", n=6)
+    base = {"num_epochs": 1, "batch_size": 2, "num_workers": 0}
+    args = TrainArguments(
+        version="tiny", train_csv=str(csv_path), output_path=str(tmp_path / "out"), **{**base, **arguments}
+    )
+    run_dir = create_run_dir(args.output_path, name)
+    metrics = MetricsLogger(run_dir / "metrics.jsonl", batch_size=2, steps_per_epoch=3, total_steps=3)
+    setup = build_training_setup(args, tiny_base, validate_dataset(csv_path), TextFrontEnd("en"), run_dir, metrics)
+    return setup, args

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from tests.helpers import write_dataset
+from tests.helpers import tiny_training_setup
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
 from utils.memory_plan.planner import GIB, estimate_gpt_memory
 from utils.training.batching import LengthGroupedBatchSampler
@@ -82,12 +82,6 @@ def test_host_line_is_the_cpu_copy_the_background_save_makes(tiny_base, tmp_path
     """A real training step of the tiny model (AdamW state allocated), then the run's own checkpoint writer saves
     in the background; its CPU copy is measured and compared with the planner's host line for the same run."""
     import utils.training.checkpoints as checkpoints
-    from utils.data.validation import validate_dataset
-    from utils.options.arguments import TrainArguments
-    from utils.text.frontend import TextFrontEnd
-    from utils.training.metrics import MetricsLogger
-    from utils.training.run_record import create_run_dir
-    from utils.training.setup import build_training_setup
 
     copies: list[int] = []
     real_copy = checkpoints.cpu_copy
@@ -98,19 +92,7 @@ def test_host_line_is_the_cpu_copy_the_background_save_makes(tiny_base, tmp_path
         return copy
 
     monkeypatch.setattr(checkpoints, "cpu_copy", measured_copy)
-    csv_path = write_dataset(tmp_path / "data", n=6)
-    args = TrainArguments(
-        version="tiny",
-        train_csv=str(csv_path),
-        output_path=str(tmp_path / "out"),
-        num_epochs=1,
-        batch_size=2,
-        grad_acumm=1,
-        num_workers=0,
-    )
-    run_dir = create_run_dir(args.output_path, "save")
-    metrics = MetricsLogger(run_dir / "metrics.jsonl", batch_size=2, steps_per_epoch=3, total_steps=3)
-    setup = build_training_setup(args, tiny_base, validate_dataset(csv_path), TextFrontEnd("en"), run_dir, metrics)
+    setup, args = tiny_training_setup(tiny_base, tmp_path, "save", grad_acumm=1)
     try:
         trainer = setup.trainer
         loader = trainer.model.get_data_loader(trainer.config, is_eval=False, samples=trainer.train_samples)

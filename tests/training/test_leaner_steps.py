@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from tests.helpers import write_dataset
+from tests.helpers import tiny_training_setup, write_dataset
 from tests.training.model_helpers import build_model, count_forward_calls, synthetic_batch, without_dropout
 from utils.device.gpu import GPUInfo, architecture_for
 from utils.options.optimizations import (
@@ -156,26 +156,7 @@ def test_a_checkpoint_missing_weights_gets_them_initialised_not_left_empty(tiny_
 
 
 def test_evaluation_runs_under_the_training_autocast(tiny_base, tmp_path):
-    from utils.data.validation import validate_dataset
-    from utils.options.arguments import TrainArguments
-    from utils.text.frontend import TextFrontEnd
-    from utils.training.metrics import MetricsLogger
-    from utils.training.run_record import create_run_dir
-    from utils.training.setup import build_training_setup
-
-    csv_path = write_dataset(tmp_path / "data", n=6)
-    args = TrainArguments(
-        version="tiny",
-        train_csv=str(csv_path),
-        output_path=str(tmp_path / "out"),
-        num_epochs=1,
-        batch_size=2,
-        precision="bf16",
-        num_workers=0,
-    )
-    run_dir = create_run_dir(args.output_path, "eval")
-    metrics = MetricsLogger(run_dir / "metrics.jsonl", batch_size=2, steps_per_epoch=3, total_steps=3)
-    setup = build_training_setup(args, tiny_base, validate_dataset(csv_path), TextFrontEnd("en"), run_dir, metrics)
+    setup, _ = tiny_training_setup(tiny_base, tmp_path, "eval", precision="bf16")
     trainer = setup.trainer
     dtypes: list[torch.dtype] = []
     gpt_transformer(trainer.model).h[0].mlp.register_forward_hook(lambda m, i, out: dtypes.append(out.dtype))

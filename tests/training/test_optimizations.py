@@ -7,11 +7,8 @@ import json
 import pytest
 import torch
 
-from tests.helpers import write_dataset
+from tests.helpers import tiny_training_setup
 from tests.training.model_helpers import build_model, count_mlp_calls, synthetic_batch, without_dropout
-from utils.options.arguments import TrainArguments
-from utils.text.frontend import TextFrontEnd
-from utils.training.setup import build_training_setup
 from utils.training_optimizations import (
     GPUInfo,
     TrainingOptimizer,
@@ -182,26 +179,7 @@ def test_report_is_saved_and_explains_skips(tiny_base, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("precision, dtype", [("bf16", torch.bfloat16), ("fp32", torch.float32)])
 def test_real_trainer_run_uses_the_chosen_precision_and_recomputes(tiny_base, tmp_path, precision, dtype):
-    from utils.data.validation import validate_dataset
-    from utils.training.metrics import MetricsLogger
-    from utils.training.run_record import create_run_dir
-
-    csv_path = write_dataset(tmp_path / "data", n=6)
-    args = TrainArguments(
-        version="tiny",
-        train_csv=str(csv_path),
-        output_path=str(tmp_path / "out"),
-        num_epochs=1,
-        batch_size=2,
-        grad_acumm=1,
-        precision=precision,
-        num_workers=0,
-        print_step=50,
-    )
-    report = validate_dataset(args.train_csv)
-    run_dir = create_run_dir(args.output_path, "precision")
-    metrics = MetricsLogger(run_dir / "metrics.jsonl", batch_size=2, steps_per_epoch=3, total_steps=3)
-    setup = build_training_setup(args, tiny_base, report, TextFrontEnd("en"), run_dir, metrics)
+    setup, _ = tiny_training_setup(tiny_base, tmp_path, "precision", grad_acumm=1, precision=precision, print_step=50)
     gpt2 = gpt_transformer(setup.trainer.model)
     dtypes: list[torch.dtype] = []
     gpt2.h[0].mlp.register_forward_hook(lambda module, inputs, output: dtypes.append(output.dtype))
