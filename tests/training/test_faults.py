@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,10 +19,10 @@ import torch
 
 from tests.helpers import tensorboard_scalars, write_dataset
 from utils.data.validation import validate_dataset
-from utils.files import read_jsonl
+from utils.files import read_jsonl, save_torch_atomic
 from utils.gpt_train import train_gpt
-from utils.training.checkpoints import checkpoints, newest_checkpoint, non_finite_tensors
-from utils.training.run_record import list_runs, read_run
+from utils.training.checkpoints import checkpoint_path, checkpoints, newest_checkpoint, non_finite_tensors
+from utils.training.run_record import list_runs, process_identity, read_run, write_run
 
 pytestmark = pytest.mark.slow
 
@@ -85,6 +86,34 @@ def wait_for_steps(output: Path, count: int, process: subprocess.Popen, timeout:
             raise AssertionError(f"the run ended early:\n{process.stdout.read()[-3000:]}")
         time.sleep(0.3)
     raise AssertionError(f"no run reached {count} steps in {timeout}s")
+
+
+def test_a_checkpoint_that_landed_after_the_last_record_is_what_the_dead_run_names(tmp_path):
+    """A background save lands (renamed into place) before the training thread records it at the next step
+    boundary: a kill in between left run.json naming the older checkpoint while a resume continues from the newer
+    one (seen in CI). The reader that finds the process gone names the newest checkpoint on disk."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for steps_done in (4, 6):
+        save_torch_atomic({"step": steps_done - 1}, checkpoint_path(run_dir, steps_done))
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = {"pid": int(finished.stdout), "pid_started": time.time() - 5, "host": socket.gethostname()}
+    recorded = {"last_checkpoint": str(checkpoint_path(run_dir, 4)), "last_checkpoint_step": 4}
+    write_run(run_dir, {"status": "running", **dead, **recorded})
+
+    record = read_run(run_dir)
+    assert record["status"] == "failed"
+    assert record["last_checkpoint_step"] == 6 and record["last_checkpoint"] == str(checkpoint_path(run_dir, 6))
+    assert "checkpoint_6.pth" in record["error"]
+    assert json.loads((run_dir / "run.json").read_text())["last_checkpoint_step"] == 6
+
+    # A record already naming the newest checkpoint keeps it; so does a run still alive.
+    other = tmp_path / "other"
+    other.mkdir()
+    save_torch_atomic({"step": 3}, checkpoint_path(other, 4))
+    write_run(other, {"status": "running", **process_identity(), **recorded, "last_checkpoint": "kept"})
+    save_torch_atomic({"step": 5}, checkpoint_path(other, 6))
+    assert read_run(other)["last_checkpoint"] == "kept"
 
 
 def test_kill_9_of_the_training_process_is_recorded_and_the_run_resumes(tmp_path, tiny_base):

@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 
 from utils.files import read_json, write_json_atomic
+from utils.training.checkpoints import checkpoints
 from utils.training.records import Record, RunRecord, to_json_value
 
 RUN_FILE = "run.json"
@@ -118,6 +119,7 @@ def read_run(run_dir: str | os.PathLike) -> dict[str, Any]:
         return {}
     record = RunRecord.upgrade(record)  # the names older runs wrote, as today's (early_stopping -> early_stop)
     if RunStatus.parse(record.get("status")).active and process_alive(record) is False:
+        record.update(newest_checkpoint_on_disk(run_dir, record))
         record.update(status=RunStatus.FAILED.value, finished=now_iso(), error=died_message(record))
         with contextlib.suppress(OSError):
             write_run(run_dir, record)
@@ -127,6 +129,17 @@ def read_run(run_dir: str | os.PathLike) -> dict[str, Any]:
 def load_run(run_dir: str | os.PathLike) -> RunRecord:
     """The run's record, typed (an empty one when there is none); see `read_run`."""
     return RunRecord.from_json(read_run(run_dir))
+
+
+def newest_checkpoint_on_disk(run_dir: str | os.PathLike, record: dict[str, Any]) -> dict[str, Any]:
+    """The last-checkpoint fields of a run whose process died, when a newer checkpoint is on disk than its
+    record says: a background save lands (atomically) before the training thread records it at the next step
+    boundary, so a kill in between leaves the file unrecorded; a resume continues from it, so the record says so."""
+    found = checkpoints(Path(run_dir))
+    if not found or found[-1][0] <= (record.get("last_checkpoint_step") or 0):
+        return {}
+    steps_done, path = found[-1]
+    return {"last_checkpoint": str(path), "last_checkpoint_step": steps_done}
 
 
 def died_message(record: dict[str, Any]) -> str:
