@@ -42,13 +42,14 @@ SENTENCES = (
 )
 
 
-def machine() -> str:
-    """The CPU and how many threads torch uses, e.g. 'CPU (x86_64, 2 cores, 2 torch threads)'."""
+def machine(threads: int | None = None) -> str:
+    """The CPU and how many threads torch uses (now, or `threads` that a run recorded), e.g. 'CPU (x86_64, 2 cores,
+    2 torch threads)'."""
     import torch
 
     return (
-        f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} "
-        "torch threads)"
+        f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"{threads or torch.get_num_threads()} torch threads)"
     )
 
 

@@ -190,11 +190,12 @@ def main(argv: list[str] | None = None) -> int:
         print("run.json has no timings: this product does not record them.", file=sys.stderr)
         return 1
     table, share = split_table(timings, total_s)
+    threads = (record.get("device") or {}).get("torch_threads")  # the run's; the caller's are restored after it
     arguments = record.get("arguments") or {}
     durations = common.ljspeech_like_durations(opts.clips + opts.eval_clips, seed=20)
     text = "\n".join(
         [
-            f"Device: {common.machine()}; load average {load_before} before, {load_after} after  ",
+            f"Device: {common.machine(threads)}; load average {load_before} before, {load_after} after  ",
             f"Model: {'XTTS v2 at full size, random weights' if opts.size == 'full' else 'tiny'} ({version}); "
             f"{opts.clips} train + {opts.eval_clips} eval clips of {min(durations):.1f}-{max(durations):.1f} s "
             f"(mean {statistics.mean(durations):.1f} s); batch {arguments.get('batch_size')}, grad_acumm "

@@ -243,7 +243,9 @@ class RunRecord(Record):
     base_model: dict[str, Any] | None = _field("{version, folder} of the base model", required=True)
     language: str | None = _field("canonical language code of the dataset", required=True)
     text_frontend: dict[str, Any] | None = _field("TextFrontEnd.to_dict(): how text becomes tokens", required=True)
-    device: dict[str, Any] | None = _field("the GPU (detect_gpu) with a one-line summary", required=True)
+    device: dict[str, Any] | None = _field(
+        "the GPU (detect_gpu) with a one-line summary, and the CPU threads torch used", required=True
+    )
     versions: dict[str, str] | None = _field("python and library versions", required=True)
     command: list[str] | None = _field("sys.argv[:1] of the process that trained", required=True)
     pid: int | None = _field("the process that runs it (the launcher in a multi-device run)", required=True)

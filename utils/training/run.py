@@ -314,7 +314,7 @@ class TrainingRun:
                 base_model={"version": base.version, "folder": str(base.folder)},
                 language=self.language,
                 text_frontend=self.frontend.to_dict(),
-                device={**gpu.to_dict(), "summary": gpu.summary()},
+                device={**gpu.to_dict(), "summary": gpu.summary(), "torch_threads": torch.get_num_threads()},
                 versions=library_versions(),
                 command=sys.argv[:1],
                 **(distributed.launcher_identity() or process_identity()),  # the process that called train_gpt
