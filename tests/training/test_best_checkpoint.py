@@ -41,6 +41,15 @@ def test_each_rule_keeps_its_direction(tmp_path):
     assert [b for b, _ in evaluations(CheckpointChoice("combined", 0, tmp_path, None), rows)] == [True, False, False]
 
 
+def test_the_reason_shows_enough_digits_to_tell_the_two_values_apart(tmp_path):
+    choice = CheckpointChoice("eval_loss", 0, tmp_path, None)
+    evaluations(choice, [{"eval_loss": 7.591432}])
+    better, _, why = choice.decide(2, {"eval_loss": 7.591207}, [])
+    assert better and why == "eval_loss 7.5912 is lower than 7.5914 (step 1)"
+    better, _, why = choice.decide(3, {"eval_loss": 2.0}, [])
+    assert better and why == "eval_loss 2 is lower than 7.591 (step 1)"
+
+
 def test_a_missing_value_keeps_a_provisional_best_by_eval_loss_until_one_is_measured(tmp_path):
     choice = CheckpointChoice("cer", 0, tmp_path, None)
     rows = [

@@ -49,6 +49,15 @@ def _shown(value: float | None) -> str:
     return "none" if value is None else f"{value:.4g}"
 
 
+def _shown_apart(value: float, other: float) -> tuple[str, str]:
+    """Both values with as few digits as tell them apart ("7.5912 is lower than 7.5914", not "7.591 ... 7.591")."""
+    for digits in range(4, 10):
+        shown = f"{value:.{digits}g}", f"{other:.{digits}g}"
+        if shown[0] != shown[1]:
+            break
+    return shown
+
+
 class CheckpointChoice:
     """The run's best-checkpoint rule and early stopping (see the module docstring)."""
 
@@ -100,11 +109,8 @@ class CheckpointChoice:
                 return True, rule.value, f"first evaluation with a {rule.value}: {_shown(value)}"
             if is_better(rule, value, best["value"]):
                 side = "higher" if rule.higher_is_better else "lower"
-                return (
-                    True,
-                    rule.value,
-                    (f"{rule.value} {_shown(value)} is {side} than {_shown(best['value'])} (step {best['step']})"),
-                )
+                new, old = _shown_apart(value, best["value"])
+                return True, rule.value, f"{rule.value} {new} is {side} than {old} (step {best['step']})"
             return False, rule.value, ""
         if best is not None and not provisional:
             return False, rule.value, ""
