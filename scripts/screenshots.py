@@ -31,6 +31,7 @@ from tests.webui.browser import (  # noqa: E402
     open_tab,
     selected_tab,
     start_chromium,
+    wait_for,
     wait_text,
 )
 from tests.webui.test_client import absolute_path_csv  # noqa: E402
@@ -75,13 +76,18 @@ def check(driver, csv: Path) -> None:
     click_button(driver, "Check dataset")
 
 
-def start_run(driver, epochs: int) -> None:
+def start_run(driver, epochs: int, csv: Path | None = None, before_start=None) -> None:
     open_tab(driver, "Fine-tune")
     wait_text(driver, "What will be applied")
+    if csv is not None:  # the Dataset tab's summary may still show the last check's text: wait for the form
+        train_csv = field(driver, "Train CSV", exact=True)
+        wait_for(driver, lambda d: train_csv.get_attribute("value") == str(csv), 120, f"the form's Train CSV {csv}")
     box = field(driver, "Epochs", "input", exact=True)
     box.clear()
     box.send_keys(str(epochs))
     time.sleep(1)
+    if before_start is not None:
+        before_start()
     click_button(driver, "Start training")
 
 
@@ -138,8 +144,7 @@ def main(argv: list[str] | None = None) -> int:
 
         check(driver, data["doomed"])
         wait_text(driver, "12 of 12 rows usable", 120, "#dataset-summary")
-        shutil.rmtree(data["doomed"].parent / "wavs")
-        start_run(driver, 1)
+        start_run(driver, 1, data["doomed"], before_start=lambda: shutil.rmtree(data["doomed"].parent / "wavs"))
         wait_text(driver, "Failed", 300)
         time.sleep(3)
         shoot_tabs(driver, out, "6-failed")
