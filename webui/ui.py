@@ -22,16 +22,19 @@ CSS = """
 """
 
 
-def run_lists(ctx: UIContext, seen: str) -> tuple:
-    """New choices for the run pickers when the runs (or their statuses) changed since `seen`, else no update."""
+def run_lists(ctx: UIContext, seen: str, test_run: str | None = None, export_run: str | None = None) -> tuple:
+    """New choices for the run pickers when the runs (or their statuses) changed since `seen`, else no update.
+    An empty Test or Export picker gets the newest ready run (a run just finished is what a person tests next);
+    a run someone picked or typed stays."""
     runs, ready = ctx.run_choices(), ctx.run_choices(ready_only=True)
     signature = repr(runs)
     if signature == seen:
         return gr.skip(), gr.skip(), gr.skip(), seen
+    newest = ready[0][1] if ready else None
     return (
         gr.update(choices=[("(new run)", ""), *runs]),
-        gr.update(choices=ready),
-        gr.update(choices=ready),
+        gr.update(choices=ready, value=test_run or newest),
+        gr.update(choices=ready, value=export_run or newest),
         signature,
     )
 
@@ -76,10 +79,11 @@ def build_ui(
         # Run lists follow the runs by themselves: refreshed on load and whenever a run starts or ends.
         lists = [ctx["form.resume_from"], ctx["test.run"], ctx["export.run"]]
         seen = gr.State("")
-        demo.load(lambda: run_lists(ctx, ""), None, [*lists, seen], api_visibility="undocumented")
+        pickers = [ctx["test.run"], ctx["export.run"]]
+        demo.load(lambda *picked: run_lists(ctx, "", *picked), pickers, [*lists, seen], api_visibility="undocumented")
         ctx["train.timer"].tick(
-            lambda last: run_lists(ctx, last),
-            seen,
+            lambda last, *picked: run_lists(ctx, last, *picked),
+            [seen, *pickers],
             [*lists, seen],
             api_visibility="undocumented",
             show_progress="hidden",

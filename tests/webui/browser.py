@@ -79,33 +79,50 @@ def _retrying(action: Callable[[], Any], attempts: int = 6) -> Any:
     return None
 
 
-def click_button(driver, label: str) -> None:
+def click_button(driver, label: str, timeout: float = 30.0) -> None:
+    """Click the visible button labelled `label`, waiting for it (a just-unfolded accordion renders its content
+    late on a loaded machine)."""
     from selenium.webdriver.common.by import By
 
-    def click() -> None:
+    def click() -> bool:
         buttons = [
             b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == label and b.is_displayed()
         ]
-        assert buttons, f"no visible button {label!r}"
+        if not buttons:
+            return False
         driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", buttons[0])
         buttons[0].click()
+        return True
 
-    _retrying(click)
+    deadline = time.time() + timeout
+    while not _retrying(click):
+        if time.time() > deadline:
+            raise AssertionError(f"no visible button {label!r} within {timeout}s")
+        time.sleep(0.5)
 
 
-def open_accordion(driver, prefix: str) -> None:
-    """Unfold the accordion whose label starts with `prefix` (its header also holds an arrow)."""
+def open_accordion(driver, prefix: str, timeout: float = 30.0) -> None:
+    """Unfold the accordion whose label starts with `prefix` (its header also holds an arrow), and see it open:
+    a click that lands before the page's scripts are ready does nothing, so it is clicked again."""
     from selenium.webdriver.common.by import By
 
-    def unfold() -> None:
+    def unfold() -> bool:
         headers = [
             b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.startswith(prefix) and b.is_displayed()
         ]
-        assert headers, f"no accordion {prefix!r}"
+        if not headers:
+            return False
+        if "open" in (headers[0].get_attribute("class") or "").split():
+            return True
         driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", headers[0])
         headers[0].click()
+        return False
 
-    _retrying(unfold)
+    deadline = time.time() + timeout
+    while not _retrying(unfold):
+        if time.time() > deadline:
+            raise AssertionError(f"the accordion {prefix!r} did not open within {timeout}s")
+        time.sleep(1.0)
 
 
 def tab_labels(driver) -> list[str]:

@@ -182,18 +182,21 @@ def test_a_run_started_from_the_page_draws_its_plots_and_reads_well(studio, tmp_
     assert clip.is_displayed() and f"step {steps[-1]}" in clip.text
     assert "Training started." not in driver.find_element(By.CSS_SELECTOR, "body").text, "cleared at the end"
 
-    # The Test tab lists the finished run by itself, and Generate works with the tab's defaults.
+    # The Test tab lists the finished run by itself, already chosen, and Generate works with the tab's defaults.
     open_tab(driver, "Test")
+    chosen = wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#test-run input"), 20, "the run picker")
+    wait_for(driver, lambda d: "(finished)" in chosen.get_attribute("value"), 20, "the finished run chosen")
+    assert chosen.get_attribute("value").startswith(run_dir.name), chosen.get_attribute("value")
     deadline, option = time.time() + 20, []
     while not option and time.time() < deadline:
         driver.find_element(By.CSS_SELECTOR, "#test-run input").click()
         time.sleep(1)
         option = [o for o in driver.find_elements(By.CSS_SELECTOR, "ul[role=listbox] li") if "finished" in o.text]
     assert option, "the finished run is offered without pressing a refresh button"
-    run_name = option[0].text.split(" (")[0]
+    assert option[0].text.split("\n")[-1].startswith(run_dir.name), option[0].text  # the chosen one is ticked
     option[0].click()
     time.sleep(1)
     click_button(driver, "Generate")
-    wait_text(driver, f"{run_name}-", 120, "#test-download")
+    wait_text(driver, f"{run_dir.name}-", 120, "#test-download")
     assert "Error" not in driver.find_element(By.CSS_SELECTOR, "body").text
     assert tab_labels(driver) == [f"{i}. {name}" for i, name in enumerate(TAB_NAMES, 1)]
