@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from utils.device.gpu import GPUInfo, architecture_for
+
 SAMPLE_RATE = 22050
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog",
@@ -114,3 +116,16 @@ def tiny_training_setup(tiny_base, tmp_path: Path, name: str, **arguments):
     metrics = MetricsLogger(run_dir / "metrics.jsonl", batch_size=2, steps_per_epoch=3, total_steps=3)
     setup = build_training_setup(args, tiny_base, validate_dataset(csv_path), TextFrontEnd("en"), run_dir, metrics)
     return setup, args
+
+
+def simulated_gpu(capability: tuple[int, int], total_memory_gb: float = 24.0) -> GPUInfo:
+    """A GPU of `capability` as detect_gpu would describe it (for decisions; nothing runs on it)."""
+    return GPUInfo(
+        available=True,
+        name="simulated",
+        capability=capability,
+        architecture=architecture_for(capability),
+        total_memory_gb=total_memory_gb,
+        bf16_native=capability >= (8, 0),
+        device_count=1,
+    )

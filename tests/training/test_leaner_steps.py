@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-from tests.helpers import tiny_training_setup, write_dataset
+from tests.helpers import simulated_gpu, tiny_training_setup, write_dataset
 from tests.training.model_helpers import build_model, count_forward_calls, synthetic_batch, without_dropout
-from utils.device.gpu import GPUInfo, architecture_for
+from utils.device.gpu import GPUInfo
 from utils.options.optimizations import (
     ADAMW_8BIT,
     FUSED_ADAMW,
@@ -21,15 +21,7 @@ from utils.options.optimizations import (
     gpt_transformer,
 )
 
-AMPERE = GPUInfo(
-    available=True,
-    name="simulated",
-    capability=(8, 6),
-    architecture=architecture_for((8, 6)),
-    total_memory_gb=24.0,
-    bf16_native=True,
-    device_count=1,
-)
+AMPERE = simulated_gpu((8, 6))
 
 
 def test_the_gpt_uses_the_fused_tanh_gelu_with_the_same_values(tiny_base, tmp_path):

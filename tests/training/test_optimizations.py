@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from tests.helpers import tiny_training_setup
+from tests.helpers import simulated_gpu, tiny_training_setup
 from tests.training.model_helpers import build_model, count_mlp_calls, synthetic_batch, without_dropout
 from utils.training_optimizations import (
     GPUInfo,
@@ -127,15 +127,7 @@ def test_unknown_precision_is_refused():
 )
 def test_apply_sets_the_trainer_config_for_the_detected_gpu(tiny_base, tmp_path, capability, mixed, precision, tf32):
     model, config = build_model(tiny_base, tmp_path)
-    gpu = GPUInfo(
-        available=True,
-        name="simulated",
-        capability=capability,
-        architecture=architecture_for(capability),
-        total_memory_gb=16.0,
-        bf16_native=capability >= (8, 0),
-        device_count=1,
-    )
+    gpu = simulated_gpu(capability, total_memory_gb=16.0)
     flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
     try:
         report = TrainingOptimizer(True, True, True, gpu=gpu).apply(model, config)

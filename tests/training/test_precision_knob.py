@@ -9,22 +9,14 @@ from dataclasses import fields
 
 import pytest
 
+from tests.helpers import simulated_gpu
 from utils.cli import build_parser
-from utils.device.gpu import GPUInfo, architecture_for
 from utils.options.arguments import TrainArguments
 from utils.options.optimizations import MIXED_PRECISION, SDPA, TrainingOptimizer
 from webui import form
 from webui.train_tab import PLAN_OPTIONS, plan_markdown
 
-AMPERE = GPUInfo(
-    available=True,
-    name="simulated",
-    capability=(8, 6),
-    architecture=architecture_for((8, 6)),
-    total_memory_gb=24.0,
-    bf16_native=True,
-    device_count=1,
-)
+AMPERE = simulated_gpu((8, 6))
 
 
 @pytest.mark.parametrize(
