@@ -23,43 +23,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PLAN = {"version": "tiny", "batch_size": 2, "grad_acumm": 1}
 
-IN_PROCESS = """
-import json, time
-t0 = time.perf_counter()
-from utils.memory_plan.planner import estimate_gpt_memory
-t1 = time.perf_counter()
-estimate_gpt_memory(**PLAN)
-t2 = time.perf_counter()
-estimate_gpt_memory(**PLAN)
-t3 = time.perf_counter()
-print(json.dumps({"start": t1 - t0, "first_plan": t2 - t1, "cached_plan": t3 - t2}))
-"""
 
-CHILD = """
-import json, time
-t0 = time.perf_counter()
-from utils.memory_plan.child import plan_in_child, warm_up
-warm_up(background=False, plan_defaults=False)
-t1 = time.perf_counter()
-plan_in_child("estimate_gpt_memory", **PLAN)
-t2 = time.perf_counter()
-plan_in_child("estimate_gpt_memory", **PLAN)
-t3 = time.perf_counter()
-print(json.dumps({"start": t1 - t0, "first_plan": t2 - t1, "cached_plan": t3 - t2}))
-"""
+def timed(setup: str, plan: str) -> str:
+    """A child script that times `setup` (imports, warm-up), then `plan` twice (the first plan, then a cached one)."""
+    return "\n".join(
+        [
+            "import json, time",
+            "t0 = time.perf_counter()",
+            setup,
+            "t1 = time.perf_counter()",
+            plan,
+            "t2 = time.perf_counter()",
+            plan,
+            "t3 = time.perf_counter()",
+            'print(json.dumps({"start": t1 - t0, "first_plan": t2 - t1, "cached_plan": t3 - t2}))',
+        ]
+    )
 
-WARM_CHILD = """
-import json, time
-t0 = time.perf_counter()
-from utils.memory_plan.child import plan_in_child, warm_up
-warm_up(background=False, plan_defaults=True)  # what the app does in the background when it starts
-t1 = time.perf_counter()
-plan_in_child("estimate_gpt_memory", **PLAN)
-t2 = time.perf_counter()
-plan_in_child("estimate_gpt_memory", **PLAN)
-t3 = time.perf_counter()
-print(json.dumps({"start": t1 - t0, "first_plan": t2 - t1, "cached_plan": t3 - t2}))
-"""
+
+IN_CHILD = "from utils.memory_plan.child import plan_in_child, warm_up\n"
+CHILD_PLAN = 'plan_in_child("estimate_gpt_memory", **PLAN)'
+CASES = {
+    "in-process": timed("from utils.memory_plan.planner import estimate_gpt_memory", "estimate_gpt_memory(**PLAN)"),
+    "child": timed(IN_CHILD + "warm_up(background=False, plan_defaults=False)", CHILD_PLAN),
+    # What the app does in the background when it starts:
+    "warm child": timed(IN_CHILD + "warm_up(background=False, plan_defaults=True)", CHILD_PLAN),
+}
 
 
 def run(code: str) -> dict[str, float]:
@@ -82,9 +71,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    results: dict[str, list[dict[str, float]]] = {"in-process": [], "child": [], "warm child": []}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in CASES}
     for repeat in range(args.repeats):
-        for name, code in (("in-process", IN_PROCESS), ("child", CHILD), ("warm child", WARM_CHILD)):
+        for name, code in CASES.items():
             result = run(code)
             results[name].append(result)
             print(
