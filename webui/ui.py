@@ -77,9 +77,9 @@ def build_ui(
             lambda: form_on_load(ctx), None, [*form_components, ctx["train.batch_info"]], api_visibility="undocumented"
         )
         # Run lists follow the runs by themselves: refreshed on load and whenever a run starts or ends.
-        lists = [ctx["form.resume_from"], ctx["test.run"], ctx["export.run"]]
-        seen = gr.State("")
         pickers = [ctx["test.run"], ctx["export.run"]]
+        lists = [ctx["form.resume_from"], *pickers]
+        seen = gr.State("")
         demo.load(lambda *picked: run_lists(ctx, "", *picked), pickers, [*lists, seen], api_visibility="undocumented")
         ctx["train.timer"].tick(
             lambda last, *picked: run_lists(ctx, last, *picked),

@@ -94,11 +94,7 @@ def click_button(driver, label: str, timeout: float = 30.0) -> None:
         buttons[0].click()
         return True
 
-    deadline = time.time() + timeout
-    while not _retrying(click):
-        if time.time() > deadline:
-            raise AssertionError(f"no visible button {label!r} within {timeout}s")
-        time.sleep(0.5)
+    wait_for(driver, lambda d: _retrying(click), timeout, f"a visible button {label!r}")
 
 
 def open_accordion(driver, prefix: str, timeout: float = 30.0) -> None:
@@ -118,11 +114,7 @@ def open_accordion(driver, prefix: str, timeout: float = 30.0) -> None:
         headers[0].click()
         return False
 
-    deadline = time.time() + timeout
-    while not _retrying(unfold):
-        if time.time() > deadline:
-            raise AssertionError(f"the accordion {prefix!r} did not open within {timeout}s")
-        time.sleep(1.0)
+    wait_for(driver, lambda d: _retrying(unfold), timeout, f"the accordion {prefix!r} to open")
 
 
 def tab_labels(driver) -> list[str]:
