@@ -27,7 +27,7 @@ SCORES = (
 )
 QUALITY_COLUMNS = ["step", *(label for _, label in SCORES), "best", "notes"]
 # Short headers on one line, numbers at a glance; the notes take the rest.
-QUALITY_COLUMN_WIDTHS = ["64px", "80px", "80px", "130px", "130px", "80px", "130px", "110px", "64px", "360px"]
+QUALITY_COLUMN_WIDTHS = ["56px", "72px", "72px", "140px", "120px", "72px", "140px", "120px", "56px", "360px"]
 CHECK_COLUMNS = [
     "exclude",
     "text",
