@@ -5,8 +5,11 @@ decoder, tokenizer) is switched to inference for a moment, as coqui's own `GPTTr
 and speaks a few sentences of the eval split with the run's reference clip and a fixed seed, so two
 evaluations differ only by the weights. The clips go to `run_dir/evals/step_<N>/<i>.wav` and are scored
 by `utils.quality.scoring`: CER/WER of a faster-whisper transcript, Resemblyzer similarity to the
-speaker's real clips, and the duration ratio to the real clip of the same text. The transcriber and the
-speaker encoder are loaded once per process, on the CPU, so the GPU stays with training.
+speaker's real clips, and the duration ratio to the real clip of the same text. Four probe texts (a short
+one, a question, an exclamation, a long sentence) are spoken in the same batch, and every clip gets the voice
+measures of utils.training.probe_eval (stopped, duration against the speaker's pace, words beyond the text,
+repeats, naturalness; the babble rate). The transcriber, the speaker encoder and the naturalness model are loaded
+once per process, on the CPU, so the GPU stays with training.
 
 Nothing here can end a run: a missing Whisper model, a clip too short to embed, even a failed
 generation become None values with their reason in the record.
@@ -306,18 +309,24 @@ class QualityEvaluator:
         count = len(self.sentences)
         sentences = aggregate(report.clips[:count], self.language)  # the evaluation's scores: its sentences'
         clips = [{**vars(c), "file": str(Path(c.file).relative_to(self.run_dir))} for c in report.clips]
-        voice = voice_measures(
-            sentence_clips=clips[:count],
-            probe_clips=[{**c, "reason": _without_real_clip(c["reason"])} for c in clips[count:]],
-            sentences=self.sentences,
-            probes=self.probes,
-            skipped=spoken.skipped or {},
-            stopped=spoken.stopped,
-            wavs=wavs,
-            rate=rate,
-            language=self.language,
-            naturalness=self.naturalness,
-        )
+        try:
+            voice = voice_measures(
+                sentence_clips=clips[:count],
+                probe_clips=[{**c, "reason": _without_real_clip(c["reason"])} for c in clips[count:]],
+                sentences=self.sentences,
+                probes=self.probes,
+                skipped=spoken.skipped or {},
+                stopped=spoken.stopped,
+                wavs=wavs,
+                rate=rate,
+                language=self.language,
+                naturalness=self.naturalness,
+            )
+        except Exception as exc:  # the sentences' scores stand; the voice measures say why not
+            log.warning("Quality evaluation at step %d: voice measures failed: %s", step, exc, exc_info=True)
+            why = f"voice measures failed: {type(exc).__name__}: {exc}"
+            voice = {"clips": clips[:count], "probes": empty["probes"], "reasons": [why]}
+            voice |= dict.fromkeys(("babble_rate", "naturalness", "naturalness_real"))
         metrics = {**sentences.metrics(), **{k: voice[k] for k in ("babble_rate", "naturalness", "naturalness_real")}}
         return {
             **empty,
