@@ -19,7 +19,7 @@ from utils.quality.asr import clear_transcriber_cache, scoring_note
 from utils.training.batching import optimizer_steps_per_epoch, steps_per_epoch
 from utils.training.records import QualityRecord
 from utils.training.run_record import load_run
-from webui import fit_gpu_view, form, quality_view, run_view
+from webui import fit_gpu_view, form, quality_view, run_view, voice_view
 from webui.context import GPU_QUEUE, UIContext
 from webui.form_spec import ADVANCED, DATA, GROUPS, MODEL, QUALITY, SCHEDULE, SPEED
 from webui.shown import page_error, shown
@@ -201,19 +201,33 @@ def after_refresh(ctx: UIContext, event: Any, plots: list[Any]) -> Any:
     )
 
 
+def _players(clips: list[tuple[str, Any]], count: int) -> list[Any]:
+    players = [gr.update(value=audio, label=label, visible=True) for label, audio in clips]
+    return players + [gr.update(value=None, visible=False)] * (count - len(clips))
+
+
 def quality_refresh(ctx: UIContext, seen: str) -> tuple[Any, ...]:
-    """The score table, the best checkpoint and the latest evaluation's clips; sent only when they changed
-    since `seen` (the timer ticks every 1.5 s, and clips are decoded audio)."""
+    """The score table, the best checkpoint, the babble and naturalness lines with the verdict against the base
+    model, the quality plot, and the latest evaluation's clips and probe clips; sent only when they changed since
+    `seen` (the timer ticks every 1.5 s, and clips are decoded audio)."""
     state = ctx.runner.poll()
     records = [r for r in ctx.runner.metrics() if r.get("type") == QualityRecord.TYPE]
     best = quality_view.best_markdown(state.run_dir) if state.run_dir else ""
-    signature = f"{state.run_dir}|{len(records)}|{best}"
+    voice = voice_view.voice_markdown(state.run_dir, records)
+    signature = f"{state.run_dir}|{len(records)}|{best}|{voice}"
     if signature == seen:
-        return (gr.skip(),) * (QUALITY_PLAYERS + 3)
+        return (gr.skip(),) * (QUALITY_PLAYERS + voice_view.PROBE_PLAYERS + 5)
     clips = quality_view.evaluation_clips(state.run_dir, records[-1], QUALITY_PLAYERS) if records else []
-    players = [gr.update(value=audio, label=label, visible=True) for label, audio in clips]
-    players += [gr.update(value=None, visible=False)] * (QUALITY_PLAYERS - len(clips))
-    return (quality_view.quality_frame(records), best, *players, signature)
+    probes = voice_view.probe_clips(state.run_dir, records[-1]) if records else []
+    return (
+        quality_view.quality_frame(records),
+        best,
+        voice,
+        voice_view.quality_plot_frame(records),
+        *_players(clips, QUALITY_PLAYERS),
+        *_players(probes, voice_view.PROBE_PLAYERS),
+        signature,
+    )
 
 
 def run_arguments(ctx: UIContext, run: str) -> dict[str, Any]:
@@ -365,9 +379,23 @@ def _progress_section() -> dict[str, Any]:
         column_widths=quality_view.QUALITY_COLUMN_WIDTHS,
     )
     ui["best_info"] = gr.Markdown(elem_id="quality-best")
+    ui["voice_info"] = gr.Markdown(elem_id="quality-voice")
+    ui["quality_plot"] = gr.LinePlot(
+        x="step",
+        y="score",
+        color="series",
+        color_map=voice_view.QUALITY_PLOT_COLORS,
+        label="Measured quality over steps (step 0: the base model)",
+        elem_id="quality-plot",
+    )
     with gr.Row():
         ui["quality_players"] = [
             gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}") for i in range(QUALITY_PLAYERS)
+        ]
+    with gr.Row():
+        ui["probe_players"] = [
+            gr.Audio(visible=False, interactive=False, elem_id=f"probe-clip-{i}")
+            for i in range(voice_view.PROBE_PLAYERS)
         ]
     with gr.Accordion("Log (last lines)", open=False, elem_id="log-accordion") as ui["log_accordion"]:
         ui["log"] = gr.Textbox(
@@ -479,7 +507,15 @@ def _wire_updates(ctx: UIContext, ui: dict[str, Any]) -> None:
     ui["timer"].tick(
         lambda seen: quality_refresh(ctx, seen),
         quality_seen,
-        [ui["quality_table"], ui["best_info"], *ui["quality_players"], quality_seen],
+        [
+            ui["quality_table"],
+            ui["best_info"],
+            ui["voice_info"],
+            ui["quality_plot"],
+            *ui["quality_players"],
+            *ui["probe_players"],
+            quality_seen,
+        ],
         api_visibility="undocumented",
         show_progress="hidden",
     )

@@ -222,6 +222,8 @@ class QualitySetup(Record):
     real_clips: list[str | None] | None = _field("each text's real clip, for similarity", required=True)
     whisper_model: str | None = _field("the Whisper model that transcribes them (name or folder)", required=True)
     seed: int | None = _field("the seed of the generation", required=True)
+    probes: list[str] | None = _field("the probe texts spoken beside them (utils.quality.probes)")
+    pace: dict[str, float] | None = _field("the speaker's pace (training rows): chars_per_second, overhead_seconds")
 
 
 @dataclass(kw_only=True)
@@ -278,6 +280,10 @@ class RunRecord(Record):
     reference: dict[str, Any] | None = _field("reference.wav: {sources: the clips it joins, seconds}")
     batch_size_auto: str | None = _field("how batch_size='auto' was settled")
     quality: QualitySetup | None = _field("what the scored evaluations speak")
+    verdict: dict[str, Any] | None = _field(
+        "the fine-tune against the base weights (step 0): {text, better, baseline_step, step, changes}"
+    )
+    inference: dict[str, Any] | None = _field("the sampling settings ready/ carries and where they came from")
     step: int | None = _field("steps done when training (re)started running")
     # how it ended
     finished: str | None = _field("when it ended (ISO 8601)")
@@ -377,7 +383,16 @@ class QualityRecord(LoggedRecord):
     wer: float | None = _field("word error rate", required=True, page=True)
     similarity: float | None = _field("speaker similarity to the real clips", required=True, page=True)
     duration_ratio: float | None = _field("spoken length / real length", required=True, page=True)
-    combined: float | None = _field("the combined score of CER and similarity", required=True, page=True)
+    combined: float | None = _field(
+        "the combined score of CER, similarity, naturalness and babble rate", required=True, page=True
+    )
+    naturalness: float | None = _field("mean predicted MOS (1-5) of the clips, sentences and probes", page=True)
+    naturalness_real: float | None = _field("mean predicted MOS of the speaker's real clips (the ceiling)", page=True)
+    babble_rate: float | None = _field("share of clips that did not stop or ran over 1.5x their length", page=True)
+    probes: list[dict[str, Any]] | None = _field(
+        "per probe: kind, text, file, stopped, duration_ratio, words_beyond, repeats, naturalness, ...", page=True
+    )
+    baseline: bool | None = _field("the base weights before any training (step 0), the run's baseline", page=True)
     clips: list[dict[str, Any]] | None = _field("per clip: file, text, transcript and scores", required=True)
     reasons: list[str] | None = _field("why a score is missing ('cer: ...')", required=True, page=True)
     seconds: float | None = _field("seconds the evaluation took", required=True)

@@ -36,6 +36,7 @@ from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
 from utils.training.checkpoints import DiskFull, newest_checkpoint
 from utils.training.controls import StopFlag, torch_settings_restored
 from utils.training.data_parallel import join_training
+from utils.training.inference_search import choose_inference_settings
 from utils.training.input_checks import (
     check_checkpoint_file,
     check_clip_length,
@@ -46,7 +47,7 @@ from utils.training.input_checks import (
 from utils.training.lora import LoraSettings, export_adapter
 from utils.training.metrics import MetricsLogger
 from utils.training.outcome import RunOutput
-from utils.training.phase_times import EXPORT, PhaseTimes
+from utils.training.phase_times import EXPORT, INFERENCE_SEARCH, PhaseTimes
 from utils.training.rank_run import train_beside_rank_zero
 from utils.training.records import RunRecord, StatusRecord
 from utils.training.resume_checks import check_resume, checkpoint_steps
@@ -69,6 +70,7 @@ from utils.training.setup import TrainingSetup, build_training_setup
 from utils.training.spec import RunSpec, resolve_batch
 from utils.training.tensorboard_log import TensorBoardMirror
 from utils.training.text_checks import text_check_options
+from utils.training.verdict import run_verdict
 
 SUPERSEDED_METRICS_FILE = "metrics.superseded.jsonl"  # records of steps a resume trains again
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -412,6 +414,8 @@ class TrainingRun:
             )
             raise RuntimeError(f"The run {status.value} before its first step; nothing was saved in {self.run_dir}.")
         exporting = self.phase_times.clock()
+        chosen = self._chosen(checkpoint)
+        verdict = run_verdict(self.run_dir, chosen.get("checkpoint_step"))
         ready = export_ready(
             self.run_dir,
             checkpoint,
@@ -426,11 +430,14 @@ class TrainingRun:
                 "text_frontend": self.frontend.to_dict(),
                 "run_dir": str(self.run_dir),
                 "steps_done": trainer.total_steps_done,
-                **self._chosen(checkpoint),
+                **chosen,
+                **({"verdict": verdict} if verdict else {}),
             },
         )
         adapter = self._export_adapter(base, checkpoint)
         self.phase_times.add(EXPORT, self.phase_times.clock() - exporting)
+        inference = self._choose_inference(ready, status)
+        update_run(self.run_dir, inference=inference, **({"verdict": verdict} if verdict else {}))
         self.phase_times.end()
         failures = self._clip_failures()
         skipped = (
@@ -447,6 +454,7 @@ class TrainingRun:
         }.get(status, status.value) + skipped
         if self.choice is not None and self.choice.stop_message:
             message = self.choice.stop_message + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
+        message += f" {verdict['text']}" if verdict else ""
         self._set_status(
             status,
             finished=now_iso(),
@@ -461,6 +469,21 @@ class TrainingRun:
         )
         print(f"\n{message}\nReady for inference: {ready}", flush=True)
         return RunOutput(self.run_dir, ready, checkpoint)
+
+    def _choose_inference(self, ready: Path, status: RunStatus) -> dict[str, Any]:
+        """Sampling settings measured on the ready/ voice, written into it (utils.training.inference_search), but not
+        after a Ctrl-C (the user wants the prompt back); what run.json keeps of them: the settings and their source."""
+        searching = self.phase_times.clock()
+        choice = self.choice
+        record = choose_inference_settings(
+            ready,
+            choice.evaluator if choice else None,
+            choice.budget if choice else None,
+            0 if status is RunStatus.INTERRUPTED else self.args.inference_search,
+            self.args.seed,
+        )
+        self.phase_times.add(INFERENCE_SEARCH, self.phase_times.clock() - searching)
+        return {k: record.get(k) for k in ("settings", "source", "reason")}
 
     def _export_adapter(self, base: BaseModel, checkpoint: Path) -> Path | None:
         """A LoRA run's adapter alone in run_dir/adapter/ (from the checkpoint ready/ holds merged)."""

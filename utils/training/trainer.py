@@ -171,6 +171,12 @@ class FineTuneTrainer(Trainer):
         if collect is not None:  # a background scoring that finished: its record, here
             collect()
 
+    def _score_baseline(self) -> None:
+        """Before the first step: the starting weights scored as the run's baseline (utils.training.best_checkpoint)."""
+        baseline = getattr(self.choose_best, "score_baseline", None)
+        if baseline is not None and self.args.rank in (None, 0):
+            baseline(self)
+
     def _wait_for_scoring(self) -> None:
         """The scores still being computed in the background are recorded before the run ends (none lost)."""
         wait = getattr(self.choose_best, "wait", None)
@@ -273,6 +279,7 @@ class FineTuneTrainer(Trainer):
     def fit(self) -> None:  # type: ignore[override]
         self.phase_times.training_started()
         try:
+            self._score_baseline()
             self._fit()
             self.outcome = RunStatus.FINISHED
             self._save_full()  # the finished run can be continued with more epochs
