@@ -13,7 +13,10 @@ generation become None values with their reason in the record.
 
 What it costs, and how little of it the training loop waits for: the sentences are generated as one batch
 (`utils.model.inference.generate_latents`: a decoding step costs about the same for three rows as for one),
-each capped at 1.5 times its real clip's length (a model that has not learnt to stop speaks to the cap).
+or `generation_batch` rows at a time (the KV cache grows with the rows), each capped at 1.5 times its real
+clip's length (a model that has not learnt to stop speaks to the cap). An out-of-memory error while generating
+halves the generation batch (for the later evaluations too) and generates the rest again; at one row the
+evaluation is not scored, and its reason says so: it never ends the run.
 Only that part needs the weights being trained; the rest, the HiFi-GAN decoder (frozen in training) turning
 the latents into speech, Whisper and the speaker encoder, is `Spoken.finish`, which the run does on a
 background thread while training goes on when the best checkpoint does not depend on the scores (best_by
@@ -26,6 +29,7 @@ expected cost, stays within the share of the time elapsed.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import math
 import random
@@ -34,6 +38,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from utils.audio.io import write_wav
 from utils.data.validation import DatasetReport
@@ -152,6 +158,7 @@ class Spoken:
     decoder: Any
     loop_seconds: float
     error: str | None = None
+    generation_batch: int | None = None  # rows generated together at the end (halved after out-of-memory errors)
 
     def finish(self) -> dict[str, Any]:
         """Decode and score: the fields of a "quality" record (see `QualityEvaluator.evaluate`)."""
@@ -162,7 +169,8 @@ class QualityEvaluator:
     """Speaks `sentences` with the training model and scores them (see the module docstring).
 
     `whisper_model` is a faster-whisper size or a CTranslate2 folder (looked up in models/whisper/<name>/, or
-    downloaded when a network allows); `max_audio_tokens` caps each clip (0: 1.5 times its real clip)."""
+    downloaded when a network allows); `max_audio_tokens` caps each clip (0: 1.5 times its real clip);
+    `generation_batch` rows are generated together (0: all of them)."""
 
     def __init__(
         self,
@@ -174,6 +182,7 @@ class QualityEvaluator:
         seed: int,
         whisper_model: str,
         max_audio_tokens: int = 0,
+        generation_batch: int = 0,
     ) -> None:
         self.sentences = sentences
         self.run_dir = Path(run_dir)
@@ -182,6 +191,7 @@ class QualityEvaluator:
         self.seed = seed
         self.whisper_model = whisper_model
         self.max_audio_tokens = max_audio_tokens
+        self.generation_batch = generation_batch
         self.output_sample_rate = 24000  # the model's, read at the first generation
         self._transcriber: Any = None
         self._transcriber_reason: str | None = None
@@ -205,27 +215,58 @@ class QualityEvaluator:
         return math.ceil(sentence.seconds * TOKENS_PER_SECOND * AUTO_CAP_FACTOR) + AUTO_CAP_EXTRA_TOKENS
 
     def generate(self, xtts: Any, step: int) -> Spoken:
-        """The sentences' GPT latents with the current weights, as one batch (the part that needs them). Never
-        raises for a model problem: the Spoken says why."""
-        from utils.model.inference import conditioning_latents, generate_latents
+        """The sentences' GPT latents with the current weights, `generation_batch` rows at a time (the part that
+        needs them). Never raises for a model problem: the Spoken says why."""
+        from utils.model.inference import conditioning_latents
 
         started = time.perf_counter()
         self.output_sample_rate = int(xtts.args.output_sample_rate)
         try:
             with speaking(xtts, decoder_to_gpt=False) as model:
                 latent, speaker = conditioning_latents(model, self.reference_wav)
-                latents = generate_latents(
-                    model,
-                    [s.prepared for s in self.sentences],
-                    self.language,
-                    latent,
-                    max_audio_tokens=[self.token_cap(s) for s in self.sentences],
-                    seed=self.seed,
-                )
+                latents = self._latents(model, latent, step)
         except Exception as exc:
             log.warning("Quality evaluation at step %d: generation failed: %s", step, exc, exc_info=True)
-            return Spoken(self, step, None, None, None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")
-        return Spoken(self, step, latents, speaker.cpu(), xtts.hifigan_decoder, time.perf_counter() - started)
+            error = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, torch.OutOfMemoryError):
+                error = f"out of memory with one sentence at a time, so not scored ({str(exc).strip()[:200]})"
+            return Spoken(self, step, None, None, None, time.perf_counter() - started, error, self.generation_batch)
+        seconds = time.perf_counter() - started
+        return Spoken(self, step, latents, speaker.cpu(), xtts.hifigan_decoder, seconds, None, self.generation_batch)
+
+    def _latents(self, model: Any, latent: Any, step: int) -> list[Any]:
+        """The sentences' latents, `generation_batch` rows at a time; an out-of-memory error halves it and the rows
+        not yet generated are tried again (at one row the error stands)."""
+        from utils.model.inference import generate_latents
+
+        latents: list[Any] = []
+        while len(latents) < len(self.sentences):
+            size = min(self.generation_batch or len(self.sentences), len(self.sentences))
+            rows = self.sentences[len(latents) : len(latents) + size]
+            try:
+                latents += generate_latents(
+                    model,
+                    [s.prepared for s in rows],
+                    self.language,
+                    latent,
+                    max_audio_tokens=[self.token_cap(s) for s in rows],
+                    seed=self.seed,
+                )
+                continue
+            except torch.OutOfMemoryError:
+                if size <= 1:
+                    raise
+            gc.collect()  # outside the handler: the failed generation's KV cache is gone with its traceback
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            self.generation_batch = max(1, size // 2)
+            log.warning(
+                "Quality evaluation at step %d: out of memory generating %d sentences together; now %d at a time.",
+                step,
+                size,
+                self.generation_batch,
+            )
+        return latents
 
     def evaluate(self, xtts: Any, step: int) -> dict[str, Any]:
         """Speak and score the sentences at `step`; the fields of a "quality" record in metrics.jsonl
@@ -267,6 +308,7 @@ class QualityEvaluator:
                 "reasons": [f"generation failed: {why}"],
                 "seconds": round(time.perf_counter() - started, 2),
                 "loop_seconds": loop_seconds,
+                "generation_batch": spoken.generation_batch,
             }
         transcriber, why = self.transcriber()
         report = score_clips(
@@ -286,4 +328,5 @@ class QualityEvaluator:
             "reasons": reasons,
             "seconds": round(time.perf_counter() - started, 2),
             "loop_seconds": loop_seconds,
+            "generation_batch": spoken.generation_batch,
         }
