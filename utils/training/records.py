@@ -300,7 +300,8 @@ class RunRecord(Record):
     clips_failed: int | None = _field("clips the data loader could not load")
     clip_failures: list[str] | None = _field("the first of those, with why")
     timings: dict[str, Any] | None = _field(
-        "where the wall time went: {wall_s, phases: {name: {seconds, count, share}}, background} (phase_times.py)"
+        "where the wall time went: {wall_s, phases: {name: {seconds, count, share, peak_gib on a GPU}}, background} "
+        "(phase_times.py)"
     )
 
 
