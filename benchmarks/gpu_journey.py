@@ -91,6 +91,29 @@ def run(config: dict[str, Any], out: Path) -> dict[str, Any]:
     return record
 
 
+def partial(scratch: Path, out: Path, why: str) -> dict[str, Any]:
+    """A journey stopped before its end: the steps and evaluations its run folder recorded, and what it spoke."""
+    from utils.files import read_jsonl
+
+    runs = sorted((scratch / "journey").glob("*/run.json"))
+    record: dict[str, Any] = {"ok": False, "error": why}
+    if not runs:
+        return record
+    run_dir = runs[-1].parent
+    run_json = json.loads(runs[-1].read_text(encoding="utf-8"))
+    metrics = read_jsonl(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").is_file() else []
+    evaluations = [_evaluation(r) for r in metrics if r.get("type") == "quality"]
+    record.update(
+        status=run_json.get("status"),
+        steps=max([r["step"] for r in metrics if r.get("type") == "train"], default=0),
+        step_seconds=[r.get("step_time") for r in metrics if r.get("type") == "train"],
+        evaluations=evaluations,
+        quality=evaluations[-1] if evaluations else {"reasons": ["no scored evaluation was recorded"]},
+        tar=pack(run_dir, run_json, out / "journey.tar"),
+    )
+    return record
+
+
 def _evaluation(quality: dict[str, Any]) -> dict[str, Any]:
     keep = ("step", "cer", "wer", "similarity", "duration_ratio", "reasons", "seconds", "loop_seconds", "files")
     found = {k: quality.get(k) for k in keep}

@@ -178,3 +178,22 @@ def gpu_table_rows_guide() -> list[str]:
     from gpu_rows import GUIDE_CLAIMS
 
     return list(GUIDE_CLAIMS)
+
+
+def test_a_journey_cut_by_the_window_keeps_its_steps_evaluations_and_clips(tmp_path):
+    run_dir = tmp_path / "scratch" / "journey" / "en-x-20261126-100000"
+    (run_dir / "evals" / "step_10").mkdir(parents=True)
+    (run_dir / "evals" / "step_10" / "0.wav").write_bytes(b"RIFF....WAVE")
+    run_json = {"status": "running", "quality": {"sentences": ["hello there"], "real_clips": [None]}}
+    (run_dir / "run.json").write_text(json.dumps(run_json))
+    lines = [{"type": "train", "step": s, "step_time": 0.2} for s in (1, 2, 10)]
+    lines.append({"type": "quality", "step": 10, "cer": None, "similarity": 0.4, "reasons": ["cer: no Whisper"]})
+    (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    journey = gpu_journey.partial(tmp_path / "scratch", out, "stopped after 200 s")
+    assert journey["ok"] is False and journey["error"] == "stopped after 200 s" and journey["steps"] == 10
+    assert journey["quality"]["similarity"] == 0.4 and journey["status"] == "running"
+    with tarfile.open(out / "journey.tar") as archive:
+        assert "evals/step_10/0.wav" in archive.getnames() and "sentences.json" in archive.getnames()
+    assert gpu_journey.partial(tmp_path / "nothing", out, "cut")["error"] == "cut"
