@@ -159,6 +159,10 @@ def test_the_page_shows_the_message_while_the_run_goes_on(recovered, tmp_path):
         if record["type"] == "status" and record["status"] != "finished":
             runner._apply({"type": "event", "record": record})
     assert runner.state.message.startswith("Out of memory at step")
+    from webui.run_view import progress, status_markdown
+
+    shown = status_markdown(runner.state, progress(read_jsonl(Path(result.run_dir) / "metrics.jsonl")))
+    assert "Out of memory at step" in shown and "batch 4 -&gt; 2" in shown  # the status panel's text, escaped
 
 
 @pytest.mark.slow
