@@ -123,9 +123,16 @@ def box_environment(opts: argparse.Namespace) -> dict[str, Any]:
     if opts.dry_run:  # the same import limits in this process
         spec = importlib.util.spec_from_file_location("box_imports", HERE / "box_imports" / "sitecustomize.py")
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
-    check = subprocess.run([sys.executable, "-c", IMPORT_CHECK], capture_output=True, text=True)
-    done["imports"] = "ok" if check.returncode == 0 else f"FAILED: {check.stderr.strip()[-600:]}"
+    # In a process of its own, as the sections' processes import; read once the model is built (imports_checked).
+    done["_check"] = subprocess.Popen([sys.executable, "-c", IMPORT_CHECK], stderr=subprocess.PIPE, text=True)
     return done
+
+
+def imports_checked(done: dict[str, Any]) -> dict[str, Any]:
+    """`box_environment`'s record with its import check's result."""
+    check = done.pop("_check")
+    _, errors = check.communicate()
+    return {**done, "imports": "ok" if check.returncode == 0 else f"FAILED: {errors.strip()[-600:]}"}
 
 
 # --- the record -------------------------------------------------------------------------------------------
@@ -287,10 +294,11 @@ def main(argv: list[str] | None = None) -> int:
         device=torch.cuda.get_device_name(0) if cuda else f"CPU ({os.cpu_count()} cores), dry run",
         date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         torch=torch.__version__,
-        environment={**gpu_env.environment(device), "install": installed},
+        environment=gpu_env.environment(device),
     )
     with tempfile.TemporaryDirectory() as scratch:
         configs = prepare(opts, size, device, Path(scratch))
+        record.data["environment"]["install"] = imports_checked(installed)
         journey_config, rows_config = configs["journey"], {**configs["rows"], "scratch_dir": scratch}
         record.update(prepare_s=configs["prepare_s"], audio_minutes=journey_config["audio_minutes"])
         (Path(scratch) / "journey.json").write_text(json.dumps(journey_config), encoding="utf-8")
