@@ -281,9 +281,9 @@ class TrainingRunner:
             state.run_dir = state.result.get("run_dir", state.run_dir)
             state.status = RunStatus.parse(message["status"])
             state.ended_at = time.time()
-            early = state.result.get("early_stop") or {}  # the run stopped itself: say why, not "Stopped."
-            stopped_at = state.result.get("stop_checkpoint") or ""
-            state.message = early.get("message") or ended_message(state.status, stopped_at)
+            # The run stopped itself (early stopping, out of memory at one clip): say why, not "Stopped."
+            why = (state.result.get("early_stop") or {}).get("message") or state.result.get("stop_reason")
+            state.message = why or ended_message(state.status, state.result.get("stop_checkpoint") or "")
         elif kind == "error":
             state.status, state.error, state.traceback = RunStatus.FAILED, message["error"], message["traceback"]
             state.ended_at = time.time()

@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+import torchaudio
 
 from utils.audio.io import AudioError, load_audio
+from utils.constants import XTTS_SAMPLE_RATE
 from utils.model.base_models import models_root
 from utils.model.checkpoints import loadable_checkpoint
 from utils.model.ready import READY_DIR, REFERENCE_WAV, inference_settings, read_finetune_info, recover_ready
@@ -137,11 +139,22 @@ def seeded(seed: int | None) -> Iterator[None]:
 
 
 def conditioning_latents(model: Any, reference: str | os.PathLike) -> tuple[torch.Tensor, torch.Tensor]:
-    """XTTS's GPT conditioning latent and speaker embedding of a reference clip."""
+    """XTTS's GPT conditioning latent (on the GPT's device) and speaker embedding (on the device of the speaker
+    encoder, which lives in the HiFi-GAN decoder) of a reference clip: coqui's `Xtts.get_conditioning_latents`
+    with the settings it was called with (30 s at most, 4 s chunks), but coqui puts the clip on the GPT's device
+    for the speaker encoder too, which fails on a GPU while a training run keeps the decoder on the CPU. The clip
+    is read by the product's loader (soundfile; coqui's torchaudio.load needs FFmpeg)."""
+    rate = XTTS_SAMPLE_RATE
+    samples, _ = load_audio(reference, rate)
+    audio = torch.from_numpy(np.clip(samples[: rate * 30], -1.0, 1.0)).unsqueeze(0)
+    encoder = model.hifigan_decoder.speaker_encoder
+    device = next(encoder.parameters()).device
     with torch.inference_mode():
-        return model.get_conditioning_latents(
-            audio_path=[str(reference)], max_ref_length=30, gpt_cond_len=30, gpt_cond_chunk_len=4
-        )
+        audio_16k = torchaudio.functional.resample(audio, rate, 16000)
+        speaker = encoder.forward(audio_16k.to(device), l2_norm=True).unsqueeze(-1)
+        # coqui's own: the clip's mels on the CPU, the GPT's conditioning encoder on the model's device.
+        latent = model.get_gpt_cond_latents(audio, rate, length=30, chunk_length=4)
+    return latent, speaker
 
 
 def generate_wav(

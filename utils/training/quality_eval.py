@@ -16,7 +16,10 @@ generation become None values with their reason in the record.
 
 What it costs, and how little of it the training loop waits for: the sentences are generated as one batch
 (`utils.model.inference.generate_latents`: a decoding step costs about the same for three rows as for one),
-each capped at 1.5 times its real clip's length (a model that has not learnt to stop speaks to the cap).
+or `generation_batch` rows at a time (the KV cache grows with the rows), each capped at 1.5 times its real
+clip's length (a model that has not learnt to stop speaks to the cap). An out-of-memory error while generating
+halves the generation batch (for the later evaluations too) and generates the rest again; at one row the
+evaluation is not scored, and its reason says so: it never ends the run.
 Only that part needs the weights being trained; the rest, the HiFi-GAN decoder (frozen in training) turning
 the latents into speech, Whisper and the speaker encoder, is `Spoken.finish`, which the run does on a
 background thread while training goes on when the best checkpoint does not depend on the scores (best_by
@@ -29,6 +32,7 @@ expected cost, stays within the share of the time elapsed.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import math
 import random
@@ -37,6 +41,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from utils.audio.io import write_wav
 from utils.data.validation import DatasetReport
@@ -166,6 +172,7 @@ class Spoken:
     stopped: list[bool] | None = None  # per generated row (sentences, then probes): the stop token came
     skipped: dict[str, str] | None = None  # {probe kind: why it was not generated}
     folder: Path | None = None  # where the clips go (default evals/step_<N>/)
+    generation_batch: int | None = None  # rows generated together at the end (halved after out-of-memory errors)
 
     def finish(self) -> dict[str, Any]:
         """Decode and score: the fields of a "quality" record (see `QualityEvaluator.evaluate`)."""
@@ -176,7 +183,8 @@ class QualityEvaluator:
     """Speaks `sentences` with the training model and scores them (see the module docstring).
 
     `whisper_model` is a faster-whisper size or a CTranslate2 folder (looked up in models/whisper/<name>/, or
-    downloaded when a network allows); `max_audio_tokens` caps each clip (0: 1.5 times its real clip)."""
+    downloaded when a network allows); `max_audio_tokens` caps each clip (0: 1.5 times its real clip);
+    `generation_batch` rows are generated together (0: all of them)."""
 
     def __init__(
         self,
@@ -189,6 +197,7 @@ class QualityEvaluator:
         whisper_model: str,
         max_audio_tokens: int = 0,
         probes: list[ProbeRow] | None = None,
+        generation_batch: int = 0,
     ) -> None:
         self.sentences = sentences
         self.run_dir = Path(run_dir)
@@ -197,6 +206,7 @@ class QualityEvaluator:
         self.seed = seed
         self.whisper_model = whisper_model
         self.max_audio_tokens = max_audio_tokens
+        self.generation_batch = generation_batch
         self.output_sample_rate = 24000  # the model's, read at the first generation
         self.probes = probes or []  # spoken beside the sentences (utils.training.probe_eval)
         self.naturalness = Naturalness()
@@ -222,10 +232,10 @@ class QualityEvaluator:
         return math.ceil(sentence.seconds * TOKENS_PER_SECOND * AUTO_CAP_FACTOR) + AUTO_CAP_EXTRA_TOKENS
 
     def generate(self, xtts: Any, step: int, sampling: dict[str, Any] | None = None) -> Spoken:
-        """The sentences' and probes' GPT latents with the current weights, as one batch (the part that needs them);
-        `sampling`: generate_latents' sampling keywords (its defaults otherwise). Never raises for a model problem:
-        the Spoken says why."""
-        from utils.model.inference import conditioning_latents, generate_latents
+        """The sentences' and probes' GPT latents with the current weights, `generation_batch` rows at a time (the
+        part that needs them); `sampling`: generate_latents' sampling keywords (its defaults otherwise). Never raises
+        for a model problem: the Spoken says why."""
+        from utils.model.inference import conditioning_latents
 
         started = time.perf_counter()
         self.output_sample_rate = int(xtts.args.output_sample_rate)
@@ -235,22 +245,66 @@ class QualityEvaluator:
                 probes, skipped = speakable(model, self.probes, self.language)
                 rows = [*self.sentences, *probes]
                 latent, speaker = conditioning_latents(model, self.reference_wav)
-                latents = generate_latents(
-                    model,
-                    [s.prepared for s in rows],
-                    self.language,
-                    latent,
-                    max_audio_tokens=[self.token_cap(s) for s in rows],
-                    seed=self.seed,
-                    **(sampling or {}),
-                )
+                latents = self._latents(model, rows, latent, step, sampling or {})
         except Exception as exc:
             log.warning("Quality evaluation at step %d: generation failed: %s", step, exc, exc_info=True)
             why = f"{type(exc).__name__}: {exc}"
-            return Spoken(self, step, None, None, None, time.perf_counter() - started, why, skipped=skipped)
+            if isinstance(exc, torch.OutOfMemoryError):
+                why = f"out of memory with one sentence at a time, so not scored ({str(exc).strip()[:200]})"
+            seconds = time.perf_counter() - started
+            batch = self.generation_batch
+            return Spoken(self, step, None, None, None, seconds, why, skipped=skipped, generation_batch=batch)
         seconds = time.perf_counter() - started
-        stopped = getattr(latents, "stopped", None)
-        return Spoken(self, step, latents, speaker.cpu(), xtts.hifigan_decoder, seconds, None, stopped, skipped)
+        return Spoken(
+            self,
+            step,
+            latents,
+            speaker.cpu(),
+            xtts.hifigan_decoder,
+            seconds,
+            None,
+            latents.stopped,
+            skipped,
+            generation_batch=self.generation_batch,
+        )
+
+    def _latents(self, model: Any, rows: list[Any], latent: Any, step: int, sampling: dict[str, Any]) -> Any:
+        """The rows' latents, `generation_batch` rows at a time (with each row's `stopped`); an out-of-memory error
+        halves it and the rows not yet generated are tried again (at one row the error stands)."""
+        from utils.model.inference import GeneratedLatents, generate_latents
+
+        latents = GeneratedLatents()
+        latents.stopped = []
+        while len(latents) < len(rows):
+            size = min(self.generation_batch or len(rows), len(rows))
+            chunk = rows[len(latents) : len(latents) + size]
+            try:
+                generated = generate_latents(
+                    model,
+                    [s.prepared for s in chunk],
+                    self.language,
+                    latent,
+                    max_audio_tokens=[self.token_cap(s) for s in chunk],
+                    seed=self.seed,
+                    **sampling,
+                )
+                latents += generated
+                latents.stopped += generated.stopped
+                continue
+            except torch.OutOfMemoryError:
+                if size <= 1:
+                    raise
+            gc.collect()  # outside the handler: the failed generation's KV cache is gone with its traceback
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            self.generation_batch = max(1, size // 2)
+            log.warning(
+                "Quality evaluation at step %d: out of memory generating %d rows together; now %d at a time.",
+                step,
+                size,
+                self.generation_batch,
+            )
+        return latents
 
     def evaluate(self, xtts: Any, step: int) -> dict[str, Any]:
         """Speak and score the sentences at `step`; the fields of a "quality" record in metrics.jsonl
@@ -296,6 +350,7 @@ class QualityEvaluator:
                 "reasons": [f"generation failed: {why}"],
                 "seconds": round(time.perf_counter() - started, 2),
                 "loop_seconds": loop_seconds,
+                "generation_batch": spoken.generation_batch,
             }
         transcriber, why = self.transcriber()
         rows = [*self.sentences, *self._generated(spoken)]
@@ -338,6 +393,7 @@ class QualityEvaluator:
             "reasons": sentences.reasons + voice["reasons"],
             "seconds": round(time.perf_counter() - started, 2),
             "loop_seconds": loop_seconds,
+            "generation_batch": spoken.generation_batch,
         }
 
     def _generated(self, spoken: Spoken) -> list[ProbeRow]:

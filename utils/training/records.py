@@ -279,6 +279,13 @@ class RunRecord(Record):
     vocab: dict[str, Any] | None = _field("the vocabulary used (and whether it was extended for a new language)")
     reference: dict[str, Any] | None = _field("reference.wav: {sources: the clips it joins, seconds}")
     batch_size_auto: str | None = _field("how batch_size='auto' was settled")
+    micro_batch_size: int | None = _field(
+        "clips per forward/backward once out-of-memory errors halved it (below batch_size; a resume continues at it)"
+    )
+    out_of_memory: list[dict[str, Any]] | None = _field(
+        "each out-of-memory error of a step: {step, batch_before, batch_after, grad_acumm_before, grad_acumm_after, "
+        "message, error}; the last has stopped: true when it stopped the run"
+    )
     quality: QualitySetup | None = _field("what the scored evaluations speak")
     verdict: dict[str, Any] | None = _field(
         "the fine-tune against the base weights (step 0): {text, better, baseline_step, step, changes}"
@@ -292,13 +299,15 @@ class RunRecord(Record):
     error: str | None = _field("why it failed")
     failed_rank: int | None = _field("the rank that failed in a multi-device run")
     stop_checkpoint: str | None = _field("the checkpoint saved when it stopped (resume from it)")
+    stop_reason: str | None = _field("why the run stopped itself (out of memory at one clip: what fits instead)")
     checkpoint_path: str | None = _field("the checkpoint ready/ was exported from")
     ready_dir: str | None = _field("ready/: the voice for inference")
     adapter_dir: str | None = _field("a LoRA run's adapter/")
     clips_failed: int | None = _field("clips the data loader could not load")
     clip_failures: list[str] | None = _field("the first of those, with why")
     timings: dict[str, Any] | None = _field(
-        "where the wall time went: {wall_s, phases: {name: {seconds, count, share}}, background} (phase_times.py)"
+        "where the wall time went: {wall_s, phases: {name: {seconds, count, share, peak_gib on a GPU}}, background} "
+        "(phase_times.py)"
     )
 
 
@@ -397,6 +406,7 @@ class QualityRecord(LoggedRecord):
     reasons: list[str] | None = _field("why a score is missing ('cer: ...')", required=True, page=True)
     seconds: float | None = _field("seconds the evaluation took", required=True)
     loop_seconds: float | None = _field("of those, the seconds the training loop waited (generation)")
+    generation_batch: int | None = _field("sentences generated together (halved after an out-of-memory error)")
     is_best: bool | None = _field("whether it became the best checkpoint", required=True, page=True)
     best_step: int | None = _field("the best checkpoint's step after it", required=True, page=True)
 
@@ -417,6 +427,8 @@ class StatusRecord(LoggedRecord):
     failed_rank: int | None = _field("the rank that failed in a multi-device run")
     last_checkpoint: str | None = _field("newest checkpoint when a multi-device run failed")
     stop_checkpoint: str | None = _field("the checkpoint saved when it stopped")
+    stop_reason: str | None = _field("why the run stopped itself (out of memory at one clip: what fits instead)")
+    micro_batch_size: int | None = _field("clips per forward/backward after an out-of-memory error halved it")
     checkpoint_path: str | None = _field("the checkpoint ready/ was exported from")
     ready_dir: str | None = _field("ready/: the voice for inference")
     adapter_dir: str | None = _field("a LoRA run's adapter/")

@@ -46,6 +46,7 @@ from utils.training.input_checks import (
 )
 from utils.training.lora import LoraSettings, export_adapter
 from utils.training.metrics import MetricsLogger
+from utils.training.oom import OutOfMemoryLog, resumed_micro_batch
 from utils.training.outcome import RunOutput
 from utils.training.phase_times import EXPORT, INFERENCE_SEARCH, PhaseTimes
 from utils.training.rank_run import train_beside_rank_zero
@@ -120,6 +121,7 @@ class TrainingRun:
         self.choice: CheckpointChoice | None = None  # best checkpoint by the run's rule; early stopping
         self.ranks: list[dict[str, Any]] = []  # the processes of the run: this one, or one per device
         self.dataset_fingerprint = ""  # the dataset by content (DatasetReport.fingerprint), for a later resume
+        self.micro_batch: int | None = None  # a resume's clips per forward/backward (out-of-memory errors halved)
 
     # --- before any folder or model exists ------------------------------------------------------------
     def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
@@ -161,6 +163,7 @@ class TrainingRun:
         )
         steps_per_epoch = distributed.steps_per_epoch(report.train_count, self.args.batch_size)
         self.dataset_fingerprint = report.fingerprint()
+        self.micro_batch = resumed_micro_batch(self.resume_dir, self.args.batch_size)
         if self.resume_dir is not None and self.resume_point is not None:
             # Before anything is written: a refused resume leaves the run's record as it was.
             check_resume(
@@ -200,6 +203,7 @@ class TrainingRun:
             )
             self.setup.trainer.choose_best = self.choice
             self.setup.trainer.phase_times = self.phase_times
+            OutOfMemoryLog(self.run_dir, self.metrics, self.args).attach(self.setup.trainer, self.micro_batch)
             self._set_status(
                 RunStatus.RUNNING, step=self.setup.trainer.total_steps_done, total_steps=self.metrics.total_steps
             )
@@ -227,6 +231,7 @@ class TrainingRun:
             batch_size_auto=self.batch_choice,
             probe_batch=probe_batch,
             devices=self.devices,
+            micro_batch_size=self.micro_batch or 0,
         )
         self.spec.write()
 
@@ -332,6 +337,8 @@ class TrainingRun:
                 best_checkpoint_step=previous.best_checkpoint_step,
                 best=previous.best,
                 early_stop=previous.early_stop.count_only() if previous.early_stop else None,
+                micro_batch_size=self.micro_batch,
+                out_of_memory=previous.out_of_memory,
                 history=(previous.history or []) + ([history_entry(previous)] if resumed else []),
                 changed_on_resume=changed_arguments(previous.arguments or {}, self.args.to_dict()),
             ),
@@ -454,6 +461,8 @@ class TrainingRun:
         }.get(status, status.value) + skipped
         if self.choice is not None and self.choice.stop_message:
             message = self.choice.stop_message + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
+        if trainer.stop_reason:
+            message = trainer.stop_reason + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
         message += f" {verdict['text']}" if verdict else ""
         self._set_status(
             status,
@@ -461,6 +470,7 @@ class TrainingRun:
             steps_done=trainer.total_steps_done,
             checkpoint_path=str(checkpoint),
             stop_checkpoint=trainer.stop_checkpoint,
+            **({"stop_reason": trainer.stop_reason} if trainer.stop_reason else {}),
             ready_dir=str(ready),
             **({"adapter_dir": str(adapter)} if adapter else {}),
             message=message,

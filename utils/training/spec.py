@@ -45,6 +45,7 @@ class RunSpec:
     resolved: bool = False  # batch_size is a number: "auto" was settled before any model was built
     batch_size_auto: str = ""  # how "auto" was settled (run.json records it too)
     probe_batch: bool = False  # the planned "auto" batch is confirmed by one real step once the model is built
+    micro_batch_size: int = 0  # clips per forward/backward after out-of-memory errors (0: batch_size; oom.py)
     version: int = field(default=SPEC_VERSION)
 
     @classmethod
@@ -105,6 +106,7 @@ class RunSpec:
             resolved=bool(data.get("resolved", False)),
             batch_size_auto=str(data.get("batch_size_auto") or ""),
             probe_batch=bool(data.get("probe_batch", False)),
+            micro_batch_size=int(data.get("micro_batch_size") or 0),
         )
         if spec.resolved and not isinstance(arguments.get("batch_size"), int):
             raise ValueError(f"{where} is marked resolved but its batch_size is {arguments.get('batch_size')!r}.")

@@ -11,6 +11,8 @@ The training loop is coqui's; these subclasses change only what a notebook or we
   batches the interrupted session had not reached (the epoch's order is recomputed from seed and epoch).
 - A new run trains in the folder the caller created (`run_dir`), not in one the trainer names by the
   minute, so two runs started together never share a folder; its config.json is written atomically.
+- An out-of-memory error in a step (or an eval-loss batch) trains the same batch again in micro-batches of half as
+  many clips, and the run goes on at that size; at one clip it stops with a checkpoint (utils.training.micro_steps).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from utils.training.checkpoints import (
     remove_stale_temporaries,
     set_aside_newer,
 )
+from utils.training.micro_steps import OutOfMemoryRecovery, OutOfMemoryStop
 from utils.training.phase_times import DATA, EVAL_LOSS, SAVES, SCORING_WAIT, TRAIN_STEPS, PhaseTimes, phase
 from utils.training.run_record import RunStatus
 
@@ -75,11 +78,12 @@ def _construction_hooks(run_dir: Path | None) -> Iterator[None]:
             coqui_trainer_module.get_experiment_folder_path, coqui_trainer_module.copy_model_files = saved
 
 
-class FineTuneTrainer(Trainer):
+class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
     """coqui's Trainer that returns from `fit` instead of exiting, and can be asked to stop.
 
     After `fit`, `outcome` is FINISHED, STOPPED (stop requested) or INTERRUPTED (Ctrl-C); a diverged
-    loss raises TrainingDiverged. `stop_checkpoint` is the checkpoint saved on stop or interrupt.
+    loss raises TrainingDiverged. `stop_checkpoint` is the checkpoint saved on stop or interrupt, `stop_reason`
+    why the run stopped itself (out of memory at one clip per micro-batch).
     """
 
     def __init__(
@@ -103,6 +107,8 @@ class FineTuneTrainer(Trainer):
         self.stop_checkpoint: str | None = None
         self.choose_best: Callable[[FineTuneTrainer], None] | None = None  # set by the run; None: lowest loss
         self.checkpoints = checkpoints or CheckpointWriter(self.output_path, self.config.save_n_checkpoints)
+        self.init_recovery(distributed.is_distributed())
+        self.stop_reason: str | None = None
         # Where the wall time goes (run.json `timings`); the run replaces it with its own, started at its call.
         self.phase_times = PhaseTimes()
         # The checkpoint of this many steps on disk holds this trainer's weights (after a resume: the restored one).
@@ -286,6 +292,9 @@ class FineTuneTrainer(Trainer):
             with phase(self, SAVES):
                 self.checkpoints.flush()  # every file on disk before the run is exported
             self._wait_for_scoring()
+        except OutOfMemoryStop as stop:
+            self.outcome, self.stop_reason = RunStatus.STOPPED, str(stop)
+            self._save_after_stop()
         except StopTraining:
             self.outcome = RunStatus.STOPPED
             self._save_after_stop()
