@@ -2,9 +2,9 @@
 
 A full-size trace takes 30-60 s on a CPU, and Fit my GPU needs ten fits. For the published XTTS v2 architecture
 (every known version: the planner uses it for each, see `architecture`) and the option sets that Fit my GPU and the
-page's defaults plan, the fits are made once and kept in `memory_model.json` beside this file. For each option set,
-each kept run end of the trace (the training step's and the eval-loss pass's, see `trace`) holds, per tracker
-category, its bytes as
+page's defaults plan (in BF16 or FP16), the fits are made once and kept in `memory_model.json` beside this file.
+For each option set, each kept run end of the trace (the training step's and the eval-loss pass's, see `trace`)
+holds, per tracker category, its bytes as
 
     (f0 + f1 s + f2 s^2) + batch x (g0 + g1 s + g2 s^2),    s = the longest clip in seconds,
 
@@ -51,6 +51,9 @@ def option_key(settings: StepSettings) -> dict[str, Any]:
     options = {k: v for k, v in asdict(replace(settings, lora_targets=())).items() if k not in _NOT_MEMORY}
     options["lora_targets"] = list(settings.lora_targets)
     options["grad_clip"] = settings.grad_clip > 0  # clipping or not; the threshold allocates nothing
+    # BF16 and FP16 autocast keep the same tensors (2 bytes, the same op lists; FP16's GradScaler is scalars):
+    # their traces have the same peaks, so one fit serves both.
+    options["precision"] = "half" if settings.precision in ("bf16", "fp16") else settings.precision
     arch = settings.architecture
     shape = {k: v for k, v in arch.model_args if k not in _NOT_SHAPE}
     return {"model_args": shape, "audio": dict(arch.audio), **options}
