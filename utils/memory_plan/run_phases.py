@@ -287,5 +287,6 @@ def _placement_note(scored: EvalSetting, cpu: bool) -> str:
         )
         if not on
     ]
-    where = f" {' and '.join(off).capitalize()} run on the CPU (host RAM, not in these figures)." if off else ""
+    listed = " and ".join(off)
+    where = f" {listed[0].upper()}{listed[1:]} run on the CPU (host RAM, not in these figures)." if off else ""
     return f"Scored evaluation: the GPT generates on the GPU with a KV cache up to {scored.cap} audio tokens.{where}"
