@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # The page's Estimate with the form untouched (train_gpt's defaults), and Fit my GPU for an 8 GB card.
 CASES = {
-    "estimate": 'estimate_gpt_memory(version=VERSION).peak_gib',
-    "fit_my_gpu 8 GB": 'fit_my_gpu(version=VERSION, card_gb=8).keywords',
+    "estimate": "estimate_gpt_memory(version=VERSION).peak_gib",
+    "fit_my_gpu 8 GB": "fit_my_gpu(version=VERSION, card_gb=8).keywords",
 }
 DIRECT = "from utils.gpt_train import estimate_gpt_memory, fit_my_gpu\n"
 THROUGH_CHILD = (

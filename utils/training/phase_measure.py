@@ -94,11 +94,13 @@ def measure_phases(
             conditioning = measure_cpu_step(lambda: conditioning_latents(xtts, reference), 0)
             tokens = len(xtts.tokenizer.encode(SENTENCE, "en"))
             for count in rows:
-                texts, caps = [SENTENCE] * count, [cap] * count
-                run = lambda: generate_latents(xtts, texts, "en", latent, max_audio_tokens=caps, seed=1)  # noqa: E731
+
+                def run(count: int = count) -> Any:
+                    texts, caps = [SENTENCE] * count, [cap] * count
+                    return generate_latents(xtts, texts, "en", latent, max_audio_tokens=caps, seed=1)
+
                 generated[count] = measure_cpu_step(run, 0).step_peak_bytes
-        return MeasuredPhases(
-            resident, eval_loss.step_peak_bytes, conditioning.step_peak_bytes, generated, shapes, tokens, cap, clip_seconds
-        )
+        measured = (eval_loss.step_peak_bytes, conditioning.step_peak_bytes)
+        return MeasuredPhases(resident, *measured, generated, shapes, tokens, cap, clip_seconds)
     finally:
         setup.release()
