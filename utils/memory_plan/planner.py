@@ -1,10 +1,12 @@
-"""`estimate_gpt_memory`: the peak GPU memory of a `train_gpt` step, with a breakdown, before training.
+"""`estimate_gpt_memory`: the peak GPU memory of each phase of a `train_gpt` run, with a breakdown, before training.
 
 It takes the same keywords as `train_gpt`, builds the model those keywords would build (no weights:
-fake tensors) and traces the training step (see `utils.memory_plan.trace`). Traces are taken at
-two batch sizes and fitted per allocation, so every batch size is then known at once; fits are
-cached per architecture and settings for the life of the process (a full-size fit takes ~30 s on
-a CPU, the tiny model's a few seconds).
+fake tensors) and traces the training step and one batch of the eval pass (see `utils.memory_plan.trace`).
+Traces are taken at two batch sizes and fitted per allocation, so every batch size is then known at once; fits
+are cached per architecture and settings for the life of the process (a full-size fit takes 1-3 minutes on a
+CPU, the tiny model's a few seconds). For the published architecture and Fit my GPU's option sets the fit is
+shipped (`memory_model`): no trace. The scored evaluation and the checkpoint save are planned from the step's
+resident memory (`run_phases`); the largest phase is the peak.
 
 The peak is what PyTorch's allocator would hand out (`torch.cuda.max_memory_allocated`) plus the
 CUDA overhead that never shows in it: the CUDA context, lazily loaded kernels and the cuBLAS
