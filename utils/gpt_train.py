@@ -14,7 +14,6 @@ from utils.options.arguments import TrainArguments, argument_defaults
 from utils.options.input_files import check_input_files
 from utils.training import distributed
 from utils.training.outcome import TrainResult
-from utils.training.run import TrainingRun
 
 __all__ = ["TrainResult", "estimate_gpt_memory", "fit_my_gpu", "train_gpt"]
 
@@ -68,6 +67,10 @@ def train_gpt(
         from utils.training.launcher import launch
 
         return launch(args, progress_callback, stop_event, audio_roots=audio_roots)  # this function once per device
+    # Imported here: the training stack (coqui, transformers) takes seconds to import, which a notebook's
+    # estimate_gpt_memory or fit_my_gpu does not need.
+    from utils.training.run import TrainingRun
+
     return TrainResult.of(TrainingRun(args, progress_callback, stop_event, audio_roots=audio_roots).execute())
 
 
