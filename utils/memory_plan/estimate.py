@@ -109,11 +109,13 @@ class MemoryEstimate:
         if self.phase_peaks_gib:
             lines += [self.phase_table(), ""]
             if self.generated_rows:
-                lines.append(
+                lines += [
                     f"Scored evaluation: {self.generated_rows} texts generated {self.generation_batch} at a time "
-                    "(the largest batch that keeps it within the training step's peak)."
-                )
-            lines += [*self.phase_notes, ""]
+                    "(the largest batch that keeps it within the training step's peak).",
+                    "",
+                ]
+            for note in self.phase_notes:
+                lines += [note, ""]
         lines.append(f"Breakdown of the peak ({self.peak_phase}):")
         lines += [f"- {name.replace('_', ' ')}: {gib:.2f} GiB" for name, gib in self.breakdown_gib.items()]
         copy = self.host_breakdown_gib.get("checkpoint_copy")

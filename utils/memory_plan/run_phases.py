@@ -289,4 +289,4 @@ def _placement_note(scored: EvalSetting, cpu: bool) -> str:
     ]
     listed = " and ".join(off)
     where = f" {listed[0].upper()}{listed[1:]} run on the CPU (host RAM, not in these figures)." if off else ""
-    return f"Scored evaluation: the GPT generates on the GPU with a KV cache up to {scored.cap} audio tokens.{where}"
+    return f"The GPT generates on the GPU with a KV cache up to {scored.cap} audio tokens a text.{where}"
