@@ -240,7 +240,7 @@ def _labelled(parts: dict[str, int], overhead: int) -> dict[str, float]:
     for name, value in parts.items():
         label = _BREAKDOWN_OF.get(name, name)
         out[label] = out.get(label, 0.0) + value / GIB
-    return {**{k: v for k, v in out.items() if v}, "cuda_overhead": overhead / GIB}
+    return {**{k: v for k, v in out.items() if v}, **({"cuda_overhead": overhead / GIB} if overhead else {})}
 
 
 def _batch_plan(settings: StepSettings, batch: int, clip_seconds: Sequence[float] | None) -> str:

@@ -137,6 +137,7 @@ class EvalSetting:
     whisper_on_gpu: bool = WHISPER_ON_GPU
     whisper_model: str = "small"
     whisper_bytes_per_parameter: int = 2  # FP16 on a GPU; int8 (1) on a CPU
+    decoder_resident: bool = False  # the traced step counts the HiFi-GAN decoder's weights already (a CPU run)
     background_scoring: bool = True  # best_by eval_loss: decoding and scoring overlap the next training steps
 
 
@@ -175,10 +176,9 @@ def plan_phases(
         kept["whisper (loaded at the first evaluation, kept)"] = _whisper_bytes(scored)
     decoding = {}
     if scored.rows and scored.decoder_on_gpu:
-        decoding = {
-            "hifigan_decoder": parts["decoder_weight_bytes"],
-            "decoding one row": parts["decode_fixed_bytes"] + parts["decode_bytes_per_code"] * scored.cap,
-        }
+        decoding = {"decoding one row": parts["decode_fixed_bytes"] + parts["decode_bytes_per_code"] * scored.cap}
+        if not scored.decoder_resident:  # brought to the GPU for the evaluation (the trace left it out)
+            decoding = {"hifigan_decoder": parts["decoder_weight_bytes"], **decoding}
     step = {**train, **kept}
     if decoding and scored.background_scoring:
         step.update(decoding)  # decoded on a background thread while the next steps train
@@ -266,6 +266,7 @@ def plan_of_phases(
         whisper_on_gpu=cpu or bool(options.get("whisper_on_gpu", WHISPER_ON_GPU)),
         whisper_model=str(arguments.whisper_model),
         whisper_bytes_per_parameter=1 if cpu else 2,
+        decoder_resident=cpu or not settings.leaner_steps,  # the trace keeps it resident then (trace.py)
         background_scoring=arguments.best_by == "eval_loss",
     )
     parts = (shipped_inference_parts(settings) or inference_parts(arch)) if rows else {}
