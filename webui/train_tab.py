@@ -67,6 +67,10 @@ def _whole(value: Any, default: int = 1) -> int:
         return default
 
 
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def batch_markdown(
     train_rows: Any,
     batch_size: Any,
@@ -92,8 +96,9 @@ def batch_markdown(
         steps = steps_per_epoch(int(train_rows), batch, ranks)  # each GPU's process takes its share
         updates = optimizer_steps_per_epoch(steps, accumulation)
         lines.append(
-            f"**{int(train_rows)} training clips** → {steps} steps and {updates} optimizer steps per epoch, "
-            f"{steps * epochs} steps in {epochs} epochs"
+            f"**{int(train_rows)} training clips** → {_counted(steps, 'step')} and "
+            f"{_counted(updates, 'optimizer step')} per epoch, {_counted(steps * epochs, 'step')} in "
+            f"{_counted(epochs, 'epoch')}"
         )
     if ranks > 1:
         lines.append(learning_rate_advice(ranks, learning_rate))
@@ -111,26 +116,27 @@ def learning_rate_advice(ranks: int, learning_rate: float | None) -> str:
     )
 
 
-def memory_plan_markdown(ctx: UIContext, values: dict[str, Any]) -> str:
-    """The planner's peak GPU memory for the form's settings, against the GPU's free memory, and what would fit."""
+def memory_plan_markdown(ctx: UIContext, values: dict[str, Any], progress: Any = None) -> str:
+    """The planner's peak GPU memory for the form's settings, phase by phase, against the GPU's free memory, and
+    what would fit; `progress(message)` hears the planner while it traces a configuration it has no model of."""
     from utils.memory_plan.child import plan_in_child
     from utils.memory_plan.planner import GIB, detected_free_bytes
 
     try:
         arguments = form.arguments_from_form(values, str(ctx.output_dir), need_dataset=False)
         keywords = {k: v for k, v in arguments.to_dict().items() if k not in ("train_csv", "eval_csv", "resume_from")}
-        estimate = plan_in_child("estimate_gpt_memory", **keywords)
+        estimate = plan_in_child("estimate_gpt_memory", on_progress=progress, **keywords)
     except ValueError as exc:
         return f"**Memory plan:** {shown(exc)}"
     free = detected_free_bytes()
-    lines = ["#### Memory plan (peak GPU memory of a training step)", estimate.to_markdown()]
+    lines = ["#### Memory plan (peak GPU memory of each phase of the run)", estimate.to_markdown()]
     if free is None:
         lines.append("No GPU here: planned for an Ampere-or-newer GPU. Compare with your card's memory.")
         return "\n\n".join(lines)
     verdict = "fits" if estimate.fits(free) else "does **not** fit"
     lines.append(f"This GPU has {free / GIB:.2f} GiB free: the run {verdict} (with a 10% margin).")
     if not estimate.fits(free):
-        ways = [w for w in plan_in_child("ways_to_fit", free, **keywords) if w["fits"]]
+        ways = [w for w in plan_in_child("ways_to_fit", free, on_progress=progress, **keywords) if w["fits"]]
         lines += [f"- {w['change']}: {w['peak_gib']:.2f} GiB" for w in ways] or ["Nothing tried fits: free GPU memory."]
     return "\n\n".join(lines)
 
@@ -466,10 +472,18 @@ def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
     )
     after_refresh(ctx, started, [ui["loss_plot"], ui["memory_plot"]])
     ui["stop"].click(lambda: ctx.runner.stop(), None, ui["start_message"], api_name="stop_training")
+
     # The planner traces in its own process (utils.memory_plan.child): it patches nothing here and uses no GPU,
     # so it runs beside a synthesis; its child serves one plan at a time.
+    def estimate(*values: Any) -> Any:  # a generator: the planner's progress shows while it traces
+        chosen = dict(zip(form.form_ids(), values, strict=True))
+        yield from fit_gpu_view.streamed(
+            lambda progress: memory_plan_markdown(ctx, chosen, progress),
+            lambda note: f"**Memory plan:** {shown(note)} …",
+        )
+
     ui["estimate"].click(
-        _form_handler(lambda values: memory_plan_markdown(ctx, values)),
+        form.with_form_signature(estimate),
         components,
         ui["memory_plan"],
         api_name="estimate_memory",
