@@ -299,10 +299,17 @@ class CheckpointChoice:
 
 
 def checkpoint_choice(
-    args: Any, report: Any, frontend: Any, run_dir: Path, metrics: Any, reference_wav: Path
+    args: Any,
+    report: Any,
+    frontend: Any,
+    run_dir: Path,
+    metrics: Any,
+    reference_wav: Path,
+    generation_batch: int = 0,
 ) -> CheckpointChoice:
     """The run's CheckpointChoice from its TrainArguments (quality_eval, best_by, early_stop_patience,
-    whisper_model, quality_max_audio_tokens); the sentences it speaks are recorded in run.json `quality`."""
+    whisper_model, quality_max_audio_tokens); the sentences it speaks are recorded in run.json `quality`;
+    `generation_batch`: rows generated together (0: all; utils.training.auto_batch.plan_generation_batch)."""
     from utils.training.probe_eval import probe_rows, speaking_pace
     from utils.training.quality_eval import pick_eval_sentences
 
@@ -320,6 +327,7 @@ def checkpoint_choice(
             whisper_model=args.whisper_model,
             max_audio_tokens=args.quality_max_audio_tokens,
             probes=probes,
+            generation_batch=generation_batch,
         )
         update_run(
             run_dir,
@@ -330,6 +338,7 @@ def checkpoint_choice(
                 seed=args.seed,
                 probes=[p.text for p in probes],
                 pace=pace.to_dict() if pace else None,
+                generation_batch=generation_batch or None,
             ),
         )
     return CheckpointChoice(

@@ -224,6 +224,7 @@ class QualitySetup(Record):
     seed: int | None = _field("the seed of the generation", required=True)
     probes: list[str] | None = _field("the probe texts spoken beside them (utils.quality.probes)")
     pace: dict[str, float] | None = _field("the speaker's pace (training rows): chars_per_second, overhead_seconds")
+    generation_batch: int | None = _field("rows generated together, planned on a GPU (absent: all at once)")
 
 
 @dataclass(kw_only=True)

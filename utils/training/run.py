@@ -31,7 +31,7 @@ from utils.text.frontend import TextFrontEnd
 from utils.text.languages import canonical_language
 from utils.training import distributed
 from utils.training.advice import out_of_memory_advice, planner_suggestion
-from utils.training.auto_batch import probe_batch_size
+from utils.training.auto_batch import plan_generation_batch, probe_batch_size
 from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
 from utils.training.checkpoints import DiskFull, newest_checkpoint
 from utils.training.controls import StopFlag, torch_settings_restored
@@ -118,6 +118,7 @@ class TrainingRun:
         self.setup: TrainingSetup | None = None
         self.clip_failures: list[str] = []
         self.batch_choice = ""
+        self.generation_batch = 0  # rows a scored evaluation generates together (0: all), planned on a GPU
         self.choice: CheckpointChoice | None = None  # best checkpoint by the run's rule; early stopping
         self.ranks: list[dict[str, Any]] = []  # the processes of the run: this one, or one per device
         self.dataset_fingerprint = ""  # the dataset by content (DatasetReport.fingerprint), for a later resume
@@ -161,6 +162,12 @@ class TrainingRun:
         self.args, self.batch_choice, probe_batch = resolve_batch(
             self.args, report.train_count, self.resume_dir, durations
         )
+        # Also before any model is built: a plan that is traced patches torch meanwhile.
+        self.generation_batch, generation_choice = plan_generation_batch(
+            self.args, durations or [seconds for _, seconds in report.iter_usable("train")]
+        )
+        if generation_choice:
+            print(generation_choice, flush=True)
         steps_per_epoch = distributed.steps_per_epoch(report.train_count, self.args.batch_size)
         self.dataset_fingerprint = report.fingerprint()
         self.micro_batch = resumed_micro_batch(self.resume_dir, self.args.batch_size)
@@ -199,7 +206,13 @@ class TrainingRun:
                 self.run_dir, reference=write_reference_wav(self.setup.train_durations, self.run_dir / REFERENCE_WAV)
             )
             self.choice = checkpoint_choice(
-                self.args, report, self.frontend, self.run_dir, self.metrics, self.run_dir / REFERENCE_WAV
+                self.args,
+                report,
+                self.frontend,
+                self.run_dir,
+                self.metrics,
+                self.run_dir / REFERENCE_WAV,
+                generation_batch=self.generation_batch,
             )
             self.setup.trainer.choose_best = self.choice
             self.setup.trainer.phase_times = self.phase_times
