@@ -58,10 +58,20 @@ _BOX_IMAGE = """
 BOX_HAS = frozenset(_BOX_IMAGE.split())
 # What the benchmark imports that the box lacks (coqui's XTTS training path, 8-bit AdamW, the product's audio I/O;
 # `import TTS` refuses to start without torchcodec beside torch >= 2.9, though WAV clips are read by soundfile), and
-# the scored evaluation's CER arithmetic (jiwer) and speaker similarity (resemblyzer, its weights in the wheel).
+# the scored evaluation's CER arithmetic (jiwer), speaker similarity (resemblyzer) and naturalness (distillmos; both
+# with their weights in the wheel).
 # Whisper (faster-whisper, CTranslate2, PyAV and a model) does not fit: the CER is computed afterwards, on a CPU
 # (benchmarks/score_gpu_record.py).
-ROOTS = ("coqui-tts", "coqui-tts-trainer", "bitsandbytes", "soundfile", "torchcodec", "jiwer", "resemblyzer")
+ROOTS = (
+    "coqui-tts",
+    "coqui-tts-trainer",
+    "bitsandbytes",
+    "soundfile",
+    "torchcodec",
+    "jiwer",
+    "resemblyzer",
+    "distillmos",
+)
 # Declared by coqui-tts but never imported on the XTTS training path (the alignment search of other
 # models); leaving it out keeps the folder small. A row that needed it would fail with its name. `typing` is
 # resemblyzer's backport of a module the standard library has.
@@ -83,7 +93,12 @@ MARKERS = {
 }
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64")
 PLATFORMS += ("manylinux2014_x86_64", "manylinux1_x86_64", "any")
-BNB_KEEP = re.compile(r"libbitsandbytes_(cpu|cuda13\d*)\.so$")
+# Files left out of a wheel: bitsandbytes' libraries for other CUDA and ROCm releases (the box's torch is cu130);
+# xls-r-sqa's own quality models (15 MiB), of which distillmos imports only the code.
+SLIM = {
+    "bitsandbytes": re.compile(r"libbitsandbytes_(?!(cpu|cuda13\d*)\.so$)\w+\.so$"),
+    "xls-r-sqa": re.compile(r"^xls_r_sqa/models/.*\.pt$"),
+}
 
 
 def canonical(name: str) -> str:
@@ -180,15 +195,11 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def slim_bitsandbytes(wheel: Path) -> None:
-    """Keep the CUDA 13 and CPU libraries only (the box's torch is cu130); RECORD rewritten to match."""
+def slim_wheel(wheel: Path, drop: re.Pattern[str]) -> None:
+    """Repack `wheel` without the files whose names match `drop`; RECORD rewritten to match."""
     slim = wheel.with_suffix(".slim")
     with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(slim, "w", zipfile.ZIP_DEFLATED) as target:
-        kept = [
-            i
-            for i in source.infolist()
-            if not re.search(r"libbitsandbytes_\w+\.so$", i.filename) or BNB_KEEP.search(i.filename)
-        ]
+        kept = [i for i in source.infolist() if not drop.search(i.filename)]
         record = next(i.filename for i in kept if i.filename.endswith(".dist-info/RECORD"))
         lines = []
         for info in kept:
@@ -209,8 +220,8 @@ def gather(dest: Path) -> list[Path]:
     def fetch(name: str) -> list[str]:
         version = chosen_version(name, pinned, local)
         wheel = download(f"{name}=={version}" if version else name, dest)
-        if name == "bitsandbytes":
-            slim_bitsandbytes(wheel)
+        if name in SLIM:
+            slim_wheel(wheel, SLIM[name])
         wheels.append(wheel)
         print(f"{wheel.name:70s} {wheel.stat().st_size / 1024**2:6.2f} MiB", flush=True)
         return requirements(wheel)

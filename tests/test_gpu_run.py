@@ -43,7 +43,7 @@ def _fake_bitsandbytes(folder: Path) -> Path:
 
 def test_bitsandbytes_keeps_the_box_cuda_and_cpu_libraries_and_still_installs(tmp_path):
     wheel = _fake_bitsandbytes(tmp_path)
-    gather_wheels.slim_bitsandbytes(wheel)
+    gather_wheels.slim_wheel(wheel, gather_wheels.SLIM["bitsandbytes"])
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         assert {n for n in names if n.endswith(".so")} == {
