@@ -18,8 +18,8 @@ from typing import Any
 
 from utils.memory_plan.planner import GIB, detected_free_bytes, estimate_gpt_memory, largest_batch_that_fits
 from utils.options.arguments import TrainArguments, fold_precision_alias
+from utils.options.plan_options import CARD_SIZES_GB, checked_plan_call
 
-CARD_SIZES_GB = (4, 6, 8, 12, 16, 24, 48, 80)
 # Of a card's memory, what a training process can have: the driver and display keep a little.
 CARD_USABLE_FRACTION = 0.97
 MIN_USEFUL_BATCH = 4  # below this a configuration is only taken when nothing reaches it
@@ -106,6 +106,9 @@ def fit_my_gpu(
     memory; neither: the detected GPU's free memory. The arguments' batch_size x grad_acumm is the effective
     batch kept. Raises ValueError when not even LoRA with batch 1 fits.
     """
+    checked = checked_plan_call(args, {**kwargs, "card_gb": card_gb, "free_bytes": free_bytes})  # utils.options
+    card_gb, free_bytes = checked.pop("card_gb"), checked.pop("free_bytes")
+    kwargs = checked
     free, source = free_memory_for(card_gb, free_bytes)
     given = fold_precision_alias({**dict(zip(TrainArguments.positional_names(), args)), **kwargs})
     batch = given.get("batch_size", TrainArguments.batch_size)

@@ -41,6 +41,7 @@ from utils.model.lora import parse_targets
 from utils.options.arguments import TrainArguments, fold_precision_alias, option_of
 from utils.options.input_files import check_input_files
 from utils.options.optimizations import FUSED_ADAMW, TrainingOptimizer
+from utils.options.plan_options import checked_plan_call
 from utils.text.languages import canonical_language
 
 GIB = 1024**3
@@ -405,6 +406,7 @@ def estimate_gpt_memory(*args: Any, **kwargs: Any) -> MemoryEstimate:
     No weights are read: a published version that is not downloaded uses its known architecture.
     Raises ValueError for a bad argument, or for batch_size="auto" when nothing fits or no free memory is known.
     """
+    kwargs = checked_plan_call(args, kwargs)  # every number checked where train_gpt's are (utils.options)
     arguments, options, batch = _arguments(args, kwargs)
     if batch == "auto":
         free = options.get("free_bytes")
