@@ -22,6 +22,10 @@ def check_input_files(args: TrainArguments) -> None:
         )
     if args.resume_from and not Path(args.resume_from).expanduser().exists():
         raise ValueError(f"resume_from not found: {args.resume_from}. Give a run folder from {args.output_path}.")
+    if args.models_dir and not args.resume_from:  # a resume reads its version from the run, checked there
+        from utils.model.base_models import check_models_folder
+
+        check_models_folder(args.version, args.models_dir)  # a base model is never written among other files
     if args.eval_csv and args.train_csv and _same_file(args.eval_csv, args.train_csv):
         raise ValueError(
             f"eval_csv is the training CSV ({args.eval_csv}): the evaluation would score the rows the run "
