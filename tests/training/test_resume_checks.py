@@ -40,6 +40,8 @@ def finished_run(tmp_path_factory, tiny_base):
         (dict(lora_rank=8), "lora_rank 8, lora_alpha 16, lora_targets 'c_attn,c_proj,c_fc' (the run trained as a full"),
         # The interrupted epoch's batch order depends on it.
         (dict(length_grouping=False), "length_grouping=False (the run trained with True)"),
+        # Issue 30: accepted, then KeyError: 'state1' (the checkpoint holds AdamW's state, not 8-bit AdamW's).
+        (dict(optimizer="adamw_8bit"), "optimizer 'adamw_8bit' (the run trained with 'adamw', whose state its"),
     ],
 )
 def test_a_resume_that_would_not_continue_its_run_is_refused_and_writes_nothing(finished_run, change, says):

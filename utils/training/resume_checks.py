@@ -1,4 +1,4 @@
-"""What a resume may continue: the same run, on the same language, base model, vocabulary and dataset.
+"""What a resume may continue: the same run, on the same language, base model, vocabulary, optimizer and dataset.
 
 A resume restores a run's weights, optimizer and step count and goes on with its plan. Continued on
 another language, base model, vocabulary or dataset it would be another run recorded as this one
@@ -55,6 +55,12 @@ def resume_differences(
         lora = _lora_difference(before, args)
         if lora:
             found.append(lora)
+    if before.get("optimizer", args.optimizer) != args.optimizer:
+        # The checkpoint holds that optimizer's state (AdamW's moments, or 8-bit ones): the other cannot load it.
+        found.append(
+            f"optimizer {args.optimizer!r} (the run trained with {before['optimizer']!r}, whose state its "
+            "checkpoints hold)"
+        )
     if "length_grouping" in before and bool(before["length_grouping"]) != bool(args.length_grouping):
         # The interrupted epoch's batch order depends on it: the resume skips the batches already trained.
         found.append(
