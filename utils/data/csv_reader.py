@@ -34,6 +34,7 @@ from utils.data.csv_records import (
     uses_quoting,
 )
 from utils.data.csv_text import TextFacts, inspect_text, raw_lines, strip_line_ending
+from utils.text.visible import visible
 
 __all__ = [
     "AUDIO_EXTENSIONS",
@@ -62,6 +63,10 @@ class Problem:
     reason: str
     csv_file: str = ""
     file_level: bool = False  # about the whole file (its layout, its language), not one row
+
+    def __post_init__(self) -> None:
+        # Every reason the API gives passes here: a file name's or a text's invisible characters made visible.
+        object.__setattr__(self, "reason", visible(self.reason))
 
     def to_dict(self) -> dict[str, object]:
         return {
