@@ -52,12 +52,10 @@ def refusal(locked: Any, client: Client) -> HTTPException:
 
 
 def _notice_json(guard: Any, address: str) -> bytes:
-    from webui.login_guard import lockout_message
-
-    seconds, whole = guard.address_locked_for(address)
-    if not seconds:
+    notice = guard.notice(address)
+    if not notice:
         return b"null"
-    text = html.escape(lockout_message(max(1, int(seconds + 0.999)), whole))
+    text = html.escape(notice)
     # As Gradio writes its config into the page (routes.toorjson): nothing in it can close the script.
     return json.dumps(text).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
 

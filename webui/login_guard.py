@@ -94,6 +94,11 @@ class LoginGuard:
         names = [self._left(key, now) for key in self.counts if key[0] == "user" and key[2] == address]
         return max([whole, *names]), whole > 0
 
+    def notice(self, address: str) -> str:
+        """What the login page tells a client at `address`: the refusal and when to try again, or ""."""
+        seconds, whole = self.address_locked_for(address)
+        return lockout_message(max(1, int(seconds + 0.999)), whole) if seconds else ""
+
     def _fail(self, key: tuple[str, ...], limit: int, now: float) -> int:
         count = self.counts.setdefault(key, _Count())
         if count.locks and now - count.last_failure > self.max_lockout_s:
