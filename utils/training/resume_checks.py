@@ -16,6 +16,7 @@ from typing import Any
 
 from utils.options.arguments import TrainArguments
 from utils.training.checkpoints import newest_checkpoint
+from utils.training.finish_export import export_pending
 
 
 def checkpoint_steps(resume_point: Path) -> int | None:
@@ -121,7 +122,8 @@ def check_resume(
     fingerprint: str,
     total_steps: int,
 ) -> None:
-    """Refuse (ValueError, nothing written) a resume that would not continue the run it names."""
+    """Refuse (ValueError, nothing written) a resume that would not continue the run it names. A run that trained
+    every step but whose ready/ is incomplete is not refused: the resume only exports (utils.training.finish_export)."""
     differences = resume_differences(record, args, language, base_version, frontend, fingerprint)
     if differences:
         raise ValueError(
@@ -130,7 +132,7 @@ def check_resume(
             + f". A resume continues the same run. {new_run_hint(run_dir, resume_point)}"
         )
     done = checkpoint_steps(resume_point)
-    if done is not None and total_steps <= done:
+    if done is not None and total_steps <= done and not export_pending(run_dir, done, total_steps):
         raise ValueError(
             f"resume_from: {run_dir.name} has already trained {done} steps and num_epochs={args.num_epochs} "
             f"plans {total_steps} in all, so nothing is left to train. Give more epochs to continue it "
