@@ -212,6 +212,15 @@ class FineTuneTrainer(Trainer):
             batches.skip_batches = done_in_epoch if 0 < done_in_epoch <= len(full) else 0
         saved, self._random_state = self._random_state, None
         restore = None if saved is None else (lambda: random_state.restore(saved))
+        where = (saved or {}).get("sampler") or {}
+        if where and (where.get("epoch"), where.get("position")) != (self.epochs_done, done_in_epoch):
+            log.warning(
+                "The checkpoint was saved at epoch %s, batch %s; resuming at epoch %s, batch %s.",
+                where.get("epoch"),
+                where.get("position"),
+                self.epochs_done,
+                done_in_epoch,
+            )
         if not 0 < done_in_epoch <= len(full) and restore is None:
             with phase(self, DATA):  # what the steps inside leave: the loader's next batch, logging
                 super().train_epoch()
