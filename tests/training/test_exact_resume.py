@@ -35,26 +35,38 @@ def finish(process) -> str:
     return output
 
 
-def test_a_run_killed_mid_run_and_resumed_logs_the_uninterrupted_runs_losses(tmp_path, tiny_base):
-    csv_path = write_dataset(tmp_path / "data", n=14)  # 12 training rows: 6 steps an epoch at batch 2
-    finish(cli_train(csv_path, tmp_path / "alone", *PLAN))
-    (alone,) = list_runs(tmp_path / "alone")
-    expected = losses(alone)
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory, tiny_base):
+    """The dataset and the losses of the run left alone."""
+    folder = tmp_path_factory.mktemp("exact")
+    csv_path = write_dataset(folder / "data", n=14)  # 12 training rows: 6 steps an epoch at batch 2
+    finish(cli_train(csv_path, folder / "alone", *PLAN))
+    (run_dir,) = list_runs(folder / "alone")
+    expected = losses(run_dir)
     assert len([key for key in expected if key[0] == "train"]) == 12
+    return csv_path, expected
 
-    process = cli_train(csv_path, tmp_path / "killed", *PLAN)
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["kill -9", "Ctrl-C"])
+def test_a_run_ended_mid_run_and_resumed_logs_the_uninterrupted_runs_losses(tmp_path, alone, how):
+    """kill -9: the resume continues from the last periodic checkpoint. Ctrl-C: the run saves a checkpoint where it
+    stopped, whose generators are those of the last step's end (the interrupt may come while the next batch loads)."""
+    csv_path, expected = alone
+    process = cli_train(csv_path, tmp_path / "ended", *PLAN)
     try:
-        run_dir = wait_for_steps(tmp_path / "killed", 9, process)  # past the checkpoint of step 8, mid-epoch
-        process.send_signal(signal.SIGKILL)
-        process.wait(30)
+        run_dir = wait_for_steps(tmp_path / "ended", 9, process)  # past the checkpoint of step 8, mid-epoch
+        process.send_signal(how)
+        process.wait(120)
     finally:
         process.kill()
     record = read_run(run_dir)
-    assert record["status"] == "failed" and record["last_checkpoint_step"] in (4, 8), "a resume mid-epoch"
-    finish(cli_train(csv_path, tmp_path / "killed", *PLAN, "--resume-from", str(run_dir)))
+    resumed_at = record.get("last_checkpoint_step") if how == signal.SIGKILL else record.get("steps_done")
+    assert record["status"] == ("failed" if how == signal.SIGKILL else "interrupted"), record["status"]
+    assert resumed_at is not None and resumed_at < 12, record
+    finish(cli_train(csv_path, tmp_path / "ended", *PLAN, "--resume-from", str(run_dir)))
 
     resumed = losses(run_dir)
     assert read_run(run_dir)["status"] == "finished"
     assert sorted(resumed) == sorted(expected), "the same steps and evaluations"
     differing = {key: (expected[key], resumed[key]) for key in expected if resumed[key] != expected[key]}
-    assert not differing, f"resumed at step {record['last_checkpoint_step']}; losses that differ: {differing}"
+    assert not differing, f"resumed at step {resumed_at}; losses that differ: {differing}"

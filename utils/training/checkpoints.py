@@ -173,14 +173,17 @@ class CheckpointWriter:
         model = self._model_state(trainer)
         if model is None:
             return None
+        generators = trainer.random_state() if hasattr(trainer, "random_state") else None
         state = {
             **self._base_record(trainer, steps_done),
+            # The epoch of the step boundary the generators were taken at (after Ctrl-C mid-way: the last step's).
+            **({"epoch": generators["sampler"]["epoch"]} if generators else {}),
             "model": model,
             "optimizer": _objects_state(trainer.optimizer),
             "scheduler": _objects_state(trainer.scheduler),
             "scaler": trainer.scaler.state_dict() if getattr(trainer, "use_amp_scaler", False) else None,
             # The generators at this step boundary: a resume draws what this run draws next (exact resume).
-            "random_state": trainer.random_state() if hasattr(trainer, "random_state") else None,
+            "random_state": generators,
         }
         path = checkpoint_path(self.run_dir, steps_done)
         self._submit(state, path, lambda written: self._after_save(written, steps_done))

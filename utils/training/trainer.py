@@ -93,6 +93,7 @@ class FineTuneTrainer(Trainer):
     ) -> None:
         self._restore_from = restore_from
         self._random_state: dict[str, Any] | None = None  # restored at the first batch after a resume
+        self._boundary: dict[str, Any] | None = None  # the random state at the last step's end
         handlers_before = set(logging.getLogger("trainer").handlers)
         with _construction_hooks(run_dir):
             super().__init__(*args, **kwargs)
@@ -119,6 +120,7 @@ class FineTuneTrainer(Trainer):
         self.callbacks.callbacks_on_train_step_end.extend(
             [self._collect_saves, self._periodic_checkpoint, self._check_stop]
         )
+        self.callbacks.callbacks_on_train_step_end.insert(0, self._mark_step_boundary)
 
     def init_training(self, args: Any, coqpit_overrides: list[str], config: Any = None) -> tuple[Any, dict[str, Any]]:
         """A resume reads the run's config.json and restores the checkpoint the caller chose, else the newest
@@ -192,11 +194,21 @@ class FineTuneTrainer(Trainer):
         if self.total_steps_done % self.config.save_step == 0:
             self._save_full()
 
-    def random_state(self) -> dict[str, Any]:
-        """The generators and the sampler's place now, at a step boundary (what a checkpoint saves)."""
+    def _random_state_now(self) -> dict[str, Any]:
         full = self.train_loader.loader if isinstance(self.train_loader, _FirstSteps) else self.train_loader
         position = self.total_steps_done - self.epochs_done * len(full) if full is not None else 0
         return random_state.capture(self.epochs_done, position)
+
+    def _mark_step_boundary(self, trainer: Trainer) -> None:
+        self._boundary = self._random_state_now()
+
+    def random_state(self) -> dict[str, Any]:
+        """The generators and the sampler's place at this checkpoint's step boundary (what a checkpoint saves): now,
+        for a save at a step's end, a stop or the end of the run; the last step's end for a save after Ctrl-C or an
+        error, which may come mid-step, after the next batch drew from the generators."""
+        if self.outcome in (RunStatus.INTERRUPTED, RunStatus.FAILED) and self._boundary is not None:
+            return self._boundary
+        return self._random_state_now()
 
     def train_epoch(self) -> None:
         """coqui's epoch; the first epoch after a resume trains only the steps the stopped run had left, drawing
