@@ -29,9 +29,14 @@ def capture(epoch: int, position: int) -> dict[str, Any]:
     version, internal, gauss = random.getstate()
     _, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)  # type: ignore[misc]
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else []
-    return {
-        "python": [version, list(internal), gauss],
-        "numpy": {"keys": [int(k) for k in keys], "pos": int(pos), "has_gauss": int(has_gauss), "cached": cached},
+    return {  # taken at every step's end: tuples and tensors, no per-number conversion
+        "python": (version, internal, gauss),
+        "numpy": {
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
         "torch": torch.get_rng_state(),
         "cuda": list(cuda),
         "sampler": {"epoch": int(epoch), "position": int(position)},
@@ -43,7 +48,7 @@ def restore(state: dict[str, Any]) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     saved = state["numpy"]
-    keys = np.array(saved["keys"], dtype=np.uint32)
+    keys = np.asarray(saved["keys"], dtype=np.int64).astype(np.uint32)
     np.random.set_state(("MT19937", keys, saved["pos"], saved["has_gauss"], saved["cached"]))
     torch.set_rng_state(state["torch"])
     cuda = state.get("cuda") or []
