@@ -43,6 +43,15 @@ def test_bad_planner_keywords_are_refused_by_name(entry, change, message):
         entry(**{**TINY, **change})
 
 
+def test_the_other_entries_check_their_keywords_too():
+    from utils.memory_plan.planner import largest_batch_that_fits, ways_to_fit
+
+    with pytest.raises(ValueError, match="safety_margin must be a number >= 0"):
+        largest_batch_that_fits(8 * 1024**3, safety_margin=-5, **TINY)
+    with pytest.raises(ValueError, match="cuda_overhead_bytes must be a whole number of at least 0"):
+        ways_to_fit(8 * 1024**3, cuda_overhead_bytes=-1, **TINY)
+
+
 def test_every_keyword_the_planner_takes_is_declared_where_numbers_are_checked():
     """The next planner keyword is checked too: it cannot be added to the planner without a declaration."""
     declared = set(PLAN_OPTIONS) | set(OBJECT_OPTIONS)

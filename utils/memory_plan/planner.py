@@ -375,6 +375,7 @@ def largest_batch_that_fits(free_bytes: int, *args: Any, **kwargs: Any) -> int:
     """
     if not isinstance(free_bytes, int) or free_bytes < 0:
         raise ValueError(f"free_bytes must be a whole number of bytes >= 0; got {free_bytes!r}.")
+    kwargs = checked_plan_call(args, kwargs)  # every number checked where train_gpt's are (utils.options)
     arguments, options, _ = _arguments(args, {**kwargs, "batch_size": 1})
     settings = step_settings(arguments, options)
     fit, seconds = batch_model(settings)
@@ -471,6 +472,7 @@ def ways_to_fit(free_bytes: int, *args: Any, **kwargs: Any) -> list[dict[str, An
     one fit the first time (a few seconds for the tiny model, ~20-30 s at full size). Items: change, keywords,
     peak_gib, required_gib, fits.
     """
+    kwargs = checked_plan_call(args, kwargs)  # every number checked where train_gpt's are (utils.options)
     arguments, _, _ = _arguments(args, kwargs)
     given = fold_precision_alias(dict(zip(TrainArguments.positional_names(), args)) | kwargs)
     off = {flag: on for flag, on, _ in _OPTIMIZATIONS if getattr(arguments, flag) in (False, "fp32")}
