@@ -12,6 +12,7 @@ from typing import Any
 
 from utils.options.arguments import TrainArguments, argument_defaults
 from utils.options.input_files import check_input_files
+from utils.text.visible import with_visible_errors
 from utils.training import distributed
 from utils.training.outcome import TrainResult
 
@@ -23,6 +24,7 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 DEFAULTS = argument_defaults()
 
 
+@with_visible_errors
 def train_gpt(
     custom_model: str = DEFAULTS["custom_model"],
     version: str = DEFAULTS["version"],
@@ -74,6 +76,7 @@ def train_gpt(
     return TrainResult.of(TrainingRun(args, progress_callback, stop_event, audio_roots=audio_roots).execute())
 
 
+@with_visible_errors
 def estimate_gpt_memory(*args: Any, **kwargs: Any) -> Any:
     """Predicted peak GPU memory of `train_gpt` called with the same arguments, and its breakdown, without
     loading weights: `peak_gib, breakdown = estimate_gpt_memory(version="v2.0.2", batch_size=8)`. The peak is the
@@ -85,6 +88,7 @@ def estimate_gpt_memory(*args: Any, **kwargs: Any) -> Any:
     return estimate(*args, **kwargs)
 
 
+@with_visible_errors
 def fit_my_gpu(*args: Any, card_gb: float | None = None, free_bytes: int | None = None, **kwargs: Any) -> Any:
     """The fastest configuration of train_gpt's arguments that fits the GPU (its free memory, `card_gb` =
     4, 6, 8, 12, 16, 24, 48 or 80, or `free_bytes`), keeping batch_size x grad_acumm (at most `train_rows=`, the

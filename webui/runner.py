@@ -49,6 +49,7 @@ from utils.training.spec import (
     STOP_FILE,
     WORKER_FILE,
     RunSpec,
+    check_control_files,
     clear_stop,
     refuse_active_run,
     request_stop,
@@ -164,6 +165,7 @@ class TrainingRunner:
             if not (run_dir / RUN_FILE).is_file():
                 raise ValueError(f"resume_from: {run_dir} is not a run folder (it has no {RUN_FILE}).")
             refuse_active_run(run_dir)
+            check_control_files(run_dir)  # before its stale files are cleared
             created = False
         else:
             name = "refused"

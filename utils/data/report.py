@@ -13,6 +13,7 @@ import numpy as np
 
 from utils.constants import MAX_AUDIO_LENGTH
 from utils.data.csv_reader import CsvLayout, CsvRow, Problem, iter_rows
+from utils.text.visible import visible
 
 HISTOGRAM_EDGES = tuple(range(13))  # 1-second bins, 0-12 s; longer clips land in the last bin
 
@@ -60,6 +61,9 @@ class DatasetReport:
     _eval_picks: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # sorted line numbers
     layouts: dict[str, CsvLayout] = field(default_factory=dict, repr=False)
     drop_counts: dict[str, int] = field(default_factory=dict)  # why rows are not used, by reason
+
+    def __post_init__(self) -> None:
+        self.notes = [visible(note) for note in self.notes]  # they name files: shown for what they are
 
     @property
     def errors(self) -> list[Problem]:

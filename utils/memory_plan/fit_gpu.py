@@ -18,8 +18,8 @@ from typing import Any
 
 from utils.memory_plan.planner import GIB, detected_free_bytes, estimate_gpt_memory, largest_batch_that_fits
 from utils.options.arguments import TrainArguments, fold_precision_alias
+from utils.options.plan_options import CARD_SIZES_GB, checked_plan_call
 
-CARD_SIZES_GB = (4, 6, 8, 12, 16, 24, 48, 80)
 # Of a card's memory, what a training process can have: the driver and display keep a little.
 CARD_USABLE_FRACTION = 0.97
 MIN_USEFUL_BATCH = 4  # below this a configuration is only taken when nothing reaches it
@@ -119,12 +119,16 @@ def fit_my_gpu(
     `progress(message)` hears each configuration planned, and a trace where one is needed.
     Raises ValueError when not even LoRA with batch 1 fits.
     """
+    own = {"card_gb": card_gb, "free_bytes": free_bytes, "train_rows": train_rows}
+    checked = checked_plan_call(args, {**kwargs, **own})  # utils.options
+    card_gb, free_bytes, train_rows = (checked.pop(name) for name in own)
+    kwargs = checked
     free, source = free_memory_for(card_gb, free_bytes)
     given = fold_precision_alias({**dict(zip(TrainArguments.positional_names(), args)), **kwargs})
     batch = given.get("batch_size", TrainArguments.batch_size)
     batch = int(batch) if str(batch).strip().isdigit() else int(TrainArguments.batch_size)  # "auto": the default
     wanted = max(1, batch * int(given.get("grad_acumm", TrainArguments.grad_acumm)))
-    effective = min(wanted, int(train_rows)) if train_rows and int(train_rows) > 0 else wanted
+    effective = min(wanted, train_rows) if train_rows else wanted
     # The fastest settings: SDPA and mixed precision on (a precision asked for by name kept, fp32 made auto).
     precision = given.get("precision", TrainArguments.precision)
     fastest = {"enable_sdpa": True, "precision": precision if precision in MIXED_PRECISIONS else "auto"}

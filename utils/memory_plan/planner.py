@@ -54,6 +54,7 @@ from utils.model.lora import parse_targets
 from utils.options.arguments import TrainArguments, fold_precision_alias, option_of
 from utils.options.input_files import check_input_files
 from utils.options.optimizations import FUSED_ADAMW, TrainingOptimizer
+from utils.options.plan_options import checked_plan_call
 from utils.text.languages import canonical_language
 
 MAX_BATCH = int(option_of("batch_size").maximum or 512)
@@ -231,6 +232,7 @@ def largest_batch_that_fits(free_bytes: int, *args: Any, **kwargs: Any) -> int:
     """
     if not isinstance(free_bytes, int) or free_bytes < 0:
         raise ValueError(f"free_bytes must be a whole number of bytes >= 0; got {free_bytes!r}.")
+    kwargs = checked_plan_call(args, kwargs)  # every number checked where train_gpt's are (utils.options)
     arguments, options, _ = _arguments(args, {**kwargs, "batch_size": 1})
     settings = step_settings(arguments, options)
     fit, seconds = batch_model(settings, options.get("progress"))
@@ -262,6 +264,7 @@ def estimate_gpt_memory(*args: Any, **kwargs: Any) -> MemoryEstimate:
     No weights are read: a published version that is not downloaded uses its known architecture.
     Raises ValueError for a bad argument, or for batch_size="auto" when nothing fits or no free memory is known.
     """
+    kwargs = checked_plan_call(args, kwargs)  # every number checked where train_gpt's are (utils.options)
     arguments, options, batch = _arguments(args, kwargs)
     if batch == "auto":
         free = options.get("free_bytes")
@@ -341,6 +344,7 @@ def ways_to_fit(free_bytes: int, *args: Any, **kwargs: Any) -> list[dict[str, An
     one fit the first time (a few seconds for the tiny model, ~20-30 s at full size). Items: change, keywords,
     peak_gib, required_gib, fits.
     """
+    kwargs = checked_plan_call(args, kwargs)  # every number checked where train_gpt's are (utils.options)
     arguments, _, _ = _arguments(args, kwargs)
     given = fold_precision_alias(dict(zip(TrainArguments.positional_names(), args)) | kwargs)
     off = {flag: on for flag, on, _ in _OPTIMIZATIONS if getattr(arguments, flag) in (False, "fp32")}

@@ -36,6 +36,7 @@ from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
 from utils.training.checkpoints import DiskFull, newest_checkpoint
 from utils.training.controls import StopFlag, torch_settings_restored
 from utils.training.data_parallel import join_training
+from utils.training.finish_export import EXPORT_ONLY_MESSAGE, export_pending, finish_without_training
 from utils.training.inference_search import choose_inference_settings
 from utils.training.input_checks import (
     check_checkpoint_file,
@@ -123,6 +124,7 @@ class TrainingRun:
         self.ranks: list[dict[str, Any]] = []  # the processes of the run: this one, or one per device
         self.dataset_fingerprint = ""  # the dataset by content (DatasetReport.fingerprint), for a later resume
         self.micro_batch: int | None = None  # a resume's clips per forward/backward (out-of-memory errors halved)
+        self.export_only = False  # a resume of a run that trained every step and only lacks ready/
 
     # --- before any folder or model exists ------------------------------------------------------------
     def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
@@ -184,6 +186,10 @@ class TrainingRun:
                 fingerprint=self.dataset_fingerprint,
                 total_steps=self.args.num_epochs * steps_per_epoch,
             )
+            # Trained in full, ready/ missing (the disk filled during the export): export without training.
+            self.export_only = export_pending(
+                self.resume_dir, checkpoint_steps(self.resume_point), self.args.num_epochs * steps_per_epoch
+            )
         self.run_dir = (
             self.resume_dir
             or self.given_run_dir
@@ -227,7 +233,10 @@ class TrainingRun:
             try:
                 distributed.share_run_dir(self.run_dir)  # the other ranks (if any) build their trainers now
                 join_training(self.setup.trainer, self.ranks)
-                self.setup.trainer.fit()
+                if self.export_only:
+                    finish_without_training(self.setup.trainer)
+                else:
+                    self.setup.trainer.fit()
             finally:
                 self.clip_failures = list(self.setup.trainer.model.clip_failures)  # the model is released next
                 self.setup.release()
@@ -466,7 +475,7 @@ class TrainingRun:
             else ""
         )
         message = {
-            RunStatus.FINISHED: "Training finished.",
+            RunStatus.FINISHED: EXPORT_ONLY_MESSAGE if self.export_only else "Training finished.",
             RunStatus.STOPPED: f"Stopped at step {trainer.total_steps_done}; checkpoint saved: "
             f"{trainer.stop_checkpoint}",
             RunStatus.INTERRUPTED: f"Interrupted at step {trainer.total_steps_done}; checkpoint saved: "

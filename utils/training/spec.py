@@ -127,6 +127,32 @@ def refuse_active_run(run_dir: str | os.PathLike) -> None:
         raise ValueError(f"The run in {run_dir} is {record.get('status')} (pid {record.get('pid')}); stop it first.")
 
 
+# The files through which a run's processes talk, and what each holds (for a message naming it).
+CONTROL_FILES = {
+    SPEC_FILE: "arguments",
+    STOP_FILE: "stop request",
+    WORKER_FILE: "process record",
+    RESULT_FILE: "result",
+    MEMORY_FILE: "memory record",
+}
+
+
+def check_control_files(run_dir: str | os.PathLike) -> None:
+    """Refuse (ValueError, nothing changed) a run folder where a name the processes talk through is taken by a
+    folder or another non-file: a `stop` folder would stop every resumed session at its first step, a `result.json`
+    folder would fail the run at its very end. Links are refused where the folder is written (refuse_links_in)."""
+    folder = Path(run_dir)
+    for name, what in CONTROL_FILES.items():
+        path = folder / name
+        if path.is_symlink() or not path.exists() or path.is_file():
+            continue
+        kind = "a folder" if path.is_dir() else "something that is not a file"
+        raise ValueError(
+            f"The run folder {folder.name} holds {kind} named {name!r}, where its training process keeps its {what} "
+            "file: move or remove it, then try again. Nothing was changed."
+        )
+
+
 def stop_requested(run_dir: str | os.PathLike) -> bool:
     return (Path(run_dir) / STOP_FILE).exists()
 

@@ -30,7 +30,7 @@ import trainer.trainer as coqui_trainer_module
 from trainer import Trainer
 
 from utils.files import write_json_atomic
-from utils.training import distributed
+from utils.training import distributed, random_state
 from utils.training.checkpoints import (
     BEST_MODEL_FILE,
     CheckpointWriter,
@@ -96,6 +96,8 @@ class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
         **kwargs,
     ) -> None:
         self._restore_from = restore_from
+        self._random_state: dict[str, Any] | None = None  # restored at the first batch after a resume
+        self._boundary: dict[str, Any] | None = None  # the random state at the last step's end
         handlers_before = set(logging.getLogger("trainer").handlers)
         with _construction_hooks(run_dir):
             super().__init__(*args, **kwargs)
@@ -114,6 +116,7 @@ class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
         # The checkpoint of this many steps on disk holds this trainer's weights (after a resume: the restored one).
         self._saved_step = self.total_steps_done if self.continue_run else 0
         if self.continue_run and distributed.is_main_process():  # the run's earlier process has ended
+            self._random_state = random_state.saved_state(getattr(self.args, "restore_path", None))
             remove_stale_temporaries(Path(self.output_path))
             if self._restore_from is not None:
                 set_aside_newer(Path(self.output_path), self.total_steps_done)
@@ -123,6 +126,7 @@ class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
         self.callbacks.callbacks_on_train_step_end.extend(
             [self._collect_saves, self._periodic_checkpoint, self._check_stop]
         )
+        self.callbacks.callbacks_on_train_step_end.insert(0, self._mark_step_boundary)
 
     def init_training(self, args: Any, coqpit_overrides: list[str], config: Any = None) -> tuple[Any, dict[str, Any]]:
         """A resume reads the run's config.json and restores the checkpoint the caller chose, else the newest
@@ -202,8 +206,25 @@ class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
         if self.total_steps_done % self.config.save_step == 0:
             self._save_full()
 
+    def _random_state_now(self) -> dict[str, Any]:
+        full = self.train_loader.loader if isinstance(self.train_loader, _FirstSteps) else self.train_loader
+        position = self.total_steps_done - self.epochs_done * len(full) if full is not None else 0
+        return random_state.capture(self.epochs_done, position)
+
+    def _mark_step_boundary(self, trainer: Trainer) -> None:
+        self._boundary = self._random_state_now()
+
+    def random_state(self) -> dict[str, Any]:
+        """The generators and the sampler's place at this checkpoint's step boundary (what a checkpoint saves): now,
+        for a save at a step's end, a stop or the end of the run; the last step's end for a save after Ctrl-C or an
+        error, which may come mid-step, after the next batch drew from the generators."""
+        if self.outcome in (RunStatus.INTERRUPTED, RunStatus.FAILED) and self._boundary is not None:
+            return self._boundary
+        return self._random_state_now()
+
     def train_epoch(self) -> None:
-        """coqui's epoch; the first epoch after a resume trains only the steps the stopped run had left."""
+        """coqui's epoch; the first epoch after a resume trains only the steps the stopped run had left, drawing
+        from the generators as the run had left them."""
         if self.train_loader is None:
             self.train_loader = self.prepare_accelerate_loader(self.get_train_dataloader(self.train_samples))
         full = self.train_loader
@@ -213,11 +234,23 @@ class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
         if hasattr(batches, "set_epoch"):  # the epoch's order comes from (seed, epoch): a resume recomputes it
             batches.set_epoch(self.epochs_done)
             batches.skip_batches = done_in_epoch if 0 < done_in_epoch <= len(full) else 0
-        if not 0 < done_in_epoch <= len(full):
+        saved, self._random_state = self._random_state, None
+        restore = None if saved is None else (lambda: random_state.restore(saved))
+        where = (saved or {}).get("sampler") or {}
+        if where and (where.get("epoch"), where.get("position")) != (self.epochs_done, done_in_epoch):
+            log.warning(
+                "The checkpoint was saved at epoch %s, batch %s; resuming at epoch %s, batch %s.",
+                where.get("epoch"),
+                where.get("position"),
+                self.epochs_done,
+                done_in_epoch,
+            )
+        if not 0 < done_in_epoch <= len(full) and restore is None:
             with phase(self, DATA):  # what the steps inside leave: the loader's next batch, logging
                 super().train_epoch()
             return
-        self.train_loader = _FirstSteps(full, len(full) - done_in_epoch)
+        steps = len(full) - done_in_epoch if 0 < done_in_epoch <= len(full) else len(full)
+        self.train_loader = _FirstSteps(full, steps, restore)
         try:
             with phase(self, DATA):
                 super().train_epoch()
@@ -332,17 +365,22 @@ class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
 
 
 class _FirstSteps:
-    """The first `steps` batches of a data loader, with that length (the trainer reads both)."""
+    """The first `steps` batches of a data loader, with that length (the trainer reads both). `on_start` runs once
+    the loader's iterator is made, before its first batch is loaded (where a resume restores the generators)."""
 
-    def __init__(self, loader: Any, steps: int) -> None:
+    def __init__(self, loader: Any, steps: int, on_start: Callable[[], None] | None = None) -> None:
         self.loader = loader
         self.steps = steps
+        self.on_start = on_start
 
     def __len__(self) -> int:
         return self.steps
 
     def __iter__(self) -> Iterator[Any]:
-        return itertools.islice(iter(self.loader), self.steps)
+        batches = iter(self.loader)
+        if self.on_start is not None:
+            self.on_start()
+        return itertools.islice(batches, self.steps)
 
 
 class DivergenceGuard:
