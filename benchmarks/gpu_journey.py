@@ -115,7 +115,8 @@ def partial(scratch: Path, out: Path, why: str) -> dict[str, Any]:
 
 
 def _evaluation(quality: dict[str, Any]) -> dict[str, Any]:
-    keep = ("step", "cer", "wer", "similarity", "duration_ratio", "reasons", "seconds", "loop_seconds", "files")
+    keep = ("step", "cer", "wer", "similarity", "duration_ratio", "babble_rate", "naturalness", "naturalness_real")
+    keep += ("reasons", "seconds", "loop_seconds", "files")
     found = {k: quality.get(k) for k in keep}
     found["generation_batch"] = quality.get("generation_batch")
     found["texts"] = [c.get("text") for c in quality.get("clips") or []]

@@ -152,7 +152,9 @@ def test_the_dry_run_writes_every_section_and_its_wavs_are_scored_afterwards(tmp
     assert record["environment"]["install"]["imports"] == "ok"  # with the box's packages only
     journey = record["journey"]
     assert journey["ok"] and journey["status"] == "finished" and journey["phase_seconds"]["train_steps"] > 0
-    (evaluation,) = journey["evaluations"]
+    baseline, evaluation = journey["evaluations"]  # the base model's at step 0, then the run's
+    assert baseline["step"] == 0 < evaluation["step"]
+    assert evaluation["naturalness"] is not None and evaluation["babble_rate"] is not None  # distillmos travels
     assert any("no speech recogniser here" in r for r in evaluation["reasons"])  # no Whisper on the box
     assert [m["phase"] for m in record["memory"]][:4] == [p for _, p in gpu_journey.PHASES]
     assert record["memory"][0]["planned_gib"] > 0

@@ -43,7 +43,9 @@ def train_with_a_file_size_limit(csv_path: Path, output: Path) -> dict:
     script = textwrap.dedent(
         f"""
         import json, resource, signal, sys
-        from utils.gpt_train import train_gpt  # first: its imports run programs, which must not meet the limit
+        from utils.gpt_train import train_gpt
+        import utils.training.run  # first: the training stack's imports run programs (espeak-ng --version), which
+        # must not meet the limit; train_gpt imports it lazily
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
         resource.setrlimit(resource.RLIMIT_FSIZE, ({FILE_LIMIT}, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
         try:
