@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import cpu_seconds, wait_until, watch
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 TAB_NAMES = ("Dataset", "Fine-tune", "Test", "Export")
@@ -40,28 +42,43 @@ def start_chromium(profile: Path, width: int = 1400, height: int = 2200) -> Any:
     ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
+    driver.set_page_load_timeout(300)
+    # The browser rendering is progress for every wait (an accordion opens late on a loaded machine); an idle
+    # page's timer costs far less than 2 s of CPU within a wait's stall time.
+    watch(cpu_seconds(driver.service.process.pid, quantum=2.0, include_self=False))
     return driver
 
 
-def wait_text(driver, text: str, timeout: float = 60.0, css: str = "body") -> str:
+def _page_changing() -> tuple[type[BaseException], ...]:
+    """What a live page raises while it re-renders (an element gone or replaced): polled again, not a failure."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    return (NoSuchElementException, StaleElementReferenceException)
+
+
+def wait_text(driver, text: str, stall: float = 60.0, css: str = "body") -> str:
+    """The text of `css` once it shows `text`; waits while the app or the browser works (tests.helpers.wait_until),
+    failing after `stall` seconds in which nothing advanced."""
     from selenium.webdriver.common.by import By
 
-    deadline = time.time() + timeout
-    content = ""
-    while time.time() < deadline:
-        elements = driver.find_elements(By.CSS_SELECTOR, css)
-        content = "\n".join(e.text for e in elements)
-        if text in content:
-            return content
-        time.sleep(0.5)
-    raise AssertionError(f"{text!r} did not appear in {css} within {timeout}s; it shows: {content[-1500:]!r}")
+    seen = {"text": ""}
+
+    def shown() -> str | None:
+        seen["text"] = "\n".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, css))
+        return seen["text"] if text in seen["text"] else None
+
+    return wait_until(
+        shown,
+        f"{text!r} in {css}",
+        stall=stall,
+        ignore=_page_changing(),
+        describe=lambda: f"{css} shows {seen['text'][-1500:]!r}",
+    )
 
 
-def wait_for(driver, condition, timeout: float = 60.0, what: str = "the page") -> Any:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, timeout).until(condition, f"timed out waiting for {what}")
+def wait_for(driver, condition, stall: float = 60.0, what: str = "the page") -> Any:
+    """`condition(driver)` once truthy; waits as long as the app or the browser works (see wait_text)."""
+    return wait_until(lambda: condition(driver), what, stall=stall, ignore=_page_changing())
 
 
 def _retrying(action: Callable[[], Any], attempts: int = 6) -> Any:
@@ -79,7 +96,7 @@ def _retrying(action: Callable[[], Any], attempts: int = 6) -> Any:
     return None
 
 
-def click_button(driver, label: str, timeout: float = 30.0) -> None:
+def click_button(driver, label: str, stall: float = 30.0) -> None:
     """Click the visible button labelled `label`, waiting for it (a just-unfolded accordion renders its content
     late on a loaded machine)."""
     from selenium.webdriver.common.by import By
@@ -94,10 +111,10 @@ def click_button(driver, label: str, timeout: float = 30.0) -> None:
         buttons[0].click()
         return True
 
-    wait_for(driver, lambda d: _retrying(click), timeout, f"a visible button {label!r}")
+    wait_for(driver, lambda d: _retrying(click), stall, f"a visible button {label!r}")
 
 
-def open_accordion(driver, prefix: str, timeout: float = 30.0) -> None:
+def open_accordion(driver, prefix: str, stall: float = 30.0) -> None:
     """Unfold the accordion whose label starts with `prefix` (its header also holds an arrow), and see it open:
     a click that lands before the page's scripts are ready does nothing, so it is clicked again."""
     from selenium.webdriver.common.by import By
@@ -114,7 +131,7 @@ def open_accordion(driver, prefix: str, timeout: float = 30.0) -> None:
         headers[0].click()
         return False
 
-    wait_for(driver, lambda d: _retrying(unfold), timeout, f"the accordion {prefix!r} to open")
+    wait_for(driver, lambda d: _retrying(unfold), stall, f"the accordion {prefix!r} to open")
 
 
 def tab_labels(driver) -> list[str]:
