@@ -61,16 +61,18 @@ def _cell(value: float | None, name: str, reasons: list[str]) -> str:
 
 
 def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per evaluation, newest first: the scores (an empty score says why), whether it became the best,
-    and the reasons in full."""
+    """One row per evaluation, newest first: the scores (an empty score says why), the best one (the newest that
+    became the best: an earlier best was overtaken), and the reasons in full."""
     rows = []
-    for record in records_of(records, QualityRecord):
+    records = records_of(records, QualityRecord)
+    best = next((r for r in reversed(records) if r.is_best), None)
+    for record in records:
         reasons = list(record.reasons or [])
         rows.append(
             {
                 "step": int(record.step),
                 **{label: _cell(getattr(record, key), key, reasons) for key, label in SCORES},
-                "best": "★" if record.is_best else "",
+                "best": "★" if record is best else "",
                 "notes": "; ".join(reasons),
             }
         )

@@ -15,7 +15,7 @@ from webui.dataset_tab import create_dataset_tab
 from webui.export_tab import create_export_tab
 from webui.runner import TrainingRunner
 from webui.test_tab import create_test_tab
-from webui.train_tab import after_refresh, create_train_tab, form_on_load, refresh, register_status_api
+from webui.train_tab import create_train_tab, form_on_load, register_status_api
 
 CSS = """
 #memory-panel { font-variant-numeric: tabular-nums; }
@@ -68,10 +68,8 @@ def build_ui(
             create_test_tab(ctx)
             create_export_tab(ctx)
         register_status_api(ctx)
-        # Opening or reloading the page re-attaches to a running (or the last) run, shows the active run's
-        # settings in the form, and lists the runs.
-        loaded = demo.load(lambda: refresh(ctx), None, ctx["train.refresh_outputs"], api_visibility="undocumented")
-        after_refresh(ctx, loaded, [ctx["train.loss_plot"], ctx["train.memory_plot"]])
+        # Opening or reloading the page shows the active run's settings in the form and lists the runs; the
+        # timer's first tick re-attaches the live view to a running (or the last) run.
         form_components = [ctx[f"form.{cid}"] for cid in form.form_ids()]
         demo.load(
             lambda: form_on_load(ctx), None, [*form_components, ctx["train.batch_info"]], api_visibility="undocumented"

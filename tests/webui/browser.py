@@ -202,22 +202,22 @@ def colour_pixels(image, color: str, tolerance: int = 40) -> int:
 
 
 def plot_parts(driver, elem_id: str) -> dict[str, Any]:
-    """The rectangles (page CSS pixels) of a LinePlot's plot area and legend, and the legend's labels."""
+    """The rectangles (page CSS pixels) of a live plot's plot area and legend (webui.line_plot's SVG), the legend's
+    labels and the colour each series is drawn in."""
     return driver.execute_script(
         """
         const root = document.getElementById(arguments[0]);
         if (!root) return null;
         const rect = (el) => { if (!el) return null; const r = el.getBoundingClientRect();
             return {x: r.left, y: r.top, width: r.width, height: r.height}; };
-        const legend = root.querySelector('svg .role-legend');
+        const series = [...root.querySelectorAll('svg .plot-series')];
         return {
-            // The grid spans the plot area exactly; the legend lies outside it.
-            plot: rect(root.querySelector('svg .role-axis-grid')),
-            legend: rect(legend),
-            labels: legend ? [...legend.querySelectorAll('.role-legend-label text')].map(t => t.textContent) : [],
-            // The colour each legend entry shows (its symbol's outline): the colour to look for in the plot.
-            colors: legend ? [...legend.querySelectorAll('.role-legend-symbol path')].map(
-                p => getComputedStyle(p).stroke) : [],
+            plot: rect(root.querySelector('svg .plot-area')),
+            legend: rect(root.querySelector('svg .plot-legend')),
+            labels: series.map(g => g.dataset.series),
+            // The colour a person sees each line in (its computed stroke): the colour to look for in the plot.
+            colors: series.map(g => getComputedStyle(g).stroke),
+            gaps: root.querySelectorAll('svg .plot-gap path').length,
         };
         """,
         elem_id,
@@ -237,8 +237,8 @@ def plot_series_pixels(driver, elem_id: str, colors: dict[str, str]) -> dict[str
     found: dict[str, dict[str, int]] = {}
     page_top = driver.execute_script("return arguments[0].getBoundingClientRect().top;", element)
     page_left = driver.execute_script("return arguments[0].getBoundingClientRect().left;", element)
-    # The legend's symbols are thin, half-transparent outlines: their pixels are the colour washed with white.
-    tolerance = {"plot": 40, "legend": 150}
+    # Anti-aliased edges count when close enough to the colour.
+    tolerance = {"plot": 40, "legend": 60}
     for part in ("plot", "legend"):
         area = parts.get(part) if parts else None
         for series, color in colors.items():
