@@ -26,6 +26,11 @@ PREVIEW_PLAYERS = 3
 CHECK_PLAYERS = 3  # the worst flagged rows, played
 PREVIEW_SECONDS = 12
 PROBLEM_COLUMNS = ["csv_file", "line", "audio_file", "severity", "reason"]
+# Short columns a fixed width, the texts the rest: headers on one line and no column wider than the window.
+PROBLEM_COLUMN_WIDTHS = ["16%", "72px", "22%", "96px", "50%"]
+PREVIEW_COLUMNS = ["line", "used", "audio_file", "text", "speaker"]
+PREVIEW_COLUMN_WIDTHS = ["72px", "22%", "24%", "40%", "14%"]
+MOSTLY_REJECTED = 0.25  # a share of rejected rows above which the verdict is a warning, not "Ready to train"
 UPLOADS_FOLDER = "uploads"  # extracted zips, one folder per zip content, under the datasets folder
 
 
@@ -48,9 +53,21 @@ def report_tables(report: DatasetReport) -> tuple[str, pd.DataFrame, pd.DataFram
     edges, counts = report.histogram["edges_s"], report.histogram["counts"]
     labels = histogram_labels(edges)
     histogram = pd.DataFrame({"seconds": labels, "clips": counts})
-    state = "Ready to train" if report.ok else "Not ready to train"
-    summary = f"### {state}\n\n" + shown(report.summary(), keep_newlines=True)
+    summary = f"### {verdict(report)}\n\n" + shown(report.summary(), keep_newlines=True)
     return summary, problems, histogram
+
+
+def verdict(report: DatasetReport) -> str:
+    """The summary's heading: "Ready to train" only when (nearly) every row is usable; with many rows rejected
+    it says how many, so that a wrong audio folder or layout is not trained on half the data unnoticed."""
+    if not report.ok:
+        return "Not ready to train"
+    rejected = report.rows_read - report.rows_usable
+    if not rejected:
+        return "Ready to train"
+    if rejected > MOSTLY_REJECTED * report.rows_read:
+        return f"⚠ {rejected} of {report.rows_read} rows rejected: only {report.rows_usable} usable (see Problems)"
+    return f"Ready to train on {report.rows_usable} of {report.rows_read} rows ({rejected} rejected, see Problems)"
 
 
 def histogram_update(histogram: pd.DataFrame) -> Any:
@@ -61,9 +78,25 @@ def histogram_update(histogram: pd.DataFrame) -> Any:
 
 def _preview(csv_path: str, report: DatasetReport, roots: tuple[Path, ...]) -> tuple[pd.DataFrame, list[Any]]:
     rows = preview_rows(csv_path, count=8, layout=report.layouts.get(str(Path(csv_path))))
+    # A row the check rejected says so and why (the first rows' problems are always among those listed).
+    here = Path(csv_path).resolve()
+    rejected = {
+        p.line: p.reason
+        for p in report.problems
+        if p.severity == "error" and p.line and not p.file_level and Path(p.csv_file or csv_path).resolve() == here
+    }
     table = pd.DataFrame(
-        [{"line": r.line, "audio_file": r.audio_file, "text": r.text, "speaker": r.speaker_name} for r in rows],
-        columns=["line", "audio_file", "text", "speaker"],
+        [
+            {
+                "line": r.line,
+                "used": f"✗ rejected: {rejected[r.line]}" if r.line in rejected else "✓",
+                "audio_file": r.audio_file,
+                "text": r.text,
+                "speaker": r.speaker_name,
+            }
+            for r in rows
+        ],
+        columns=PREVIEW_COLUMNS,
     )
     table = shown_cells(table)
     players = []
@@ -81,7 +114,9 @@ def _preview(csv_path: str, report: DatasetReport, roots: tuple[Path, ...]) -> t
             gr.update(
                 value=(rate, wav[: rate * PREVIEW_SECONDS]),
                 visible=True,
-                label=shown(f"line {row.line}: {row.text[:60]}", "plain"),
+                label=shown(
+                    f"line {row.line}{' (rejected)' if row.line in rejected else ''}: {row.text[:60]}", "plain"
+                ),
             )
         )
     players += [gr.update(value=None, visible=False)] * (PREVIEW_PLAYERS - len(players))
@@ -169,9 +204,11 @@ def zip_handler(ctx: UIContext, zip_upload, language, max_seconds, version="tiny
         raise page_error(exc) from exc
     except OSError as exc:  # a full disk, an unreadable upload: extract_upload removed what it wrote
         raise page_error(f"The zip could not be extracted: {exc}") from exc
-    return validate_handler(
+    summary, *rest = validate_handler(
         ctx, None, str(upload.train_csv), None, str(upload.eval_csv or ""), language, max_seconds, version, use_g2p
     )
+    names = ", ".join(shown(Path(p).name) for p in (upload.train_csv, upload.eval_csv) if p)
+    return (f"{summary}\n\nChecked the zip's **{names}** (the typed path and an uploaded CSV were not used).", *rest)
 
 
 def prepared_folder(ctx: UIContext, name: str, language: str) -> Path:

@@ -14,7 +14,10 @@ from webui import form, quality_view
 from webui.context import GPU_QUEUE, UIContext
 from webui.dataset_handlers import (
     CHECK_PLAYERS,
+    PREVIEW_COLUMN_WIDTHS,
+    PREVIEW_COLUMNS,
     PREVIEW_PLAYERS,
+    PROBLEM_COLUMN_WIDTHS,
     PROBLEM_COLUMNS,
     check_handler,
     histogram_labels,
@@ -110,8 +113,22 @@ def _report_section() -> dict[str, Any]:
             y_axis_format="d",
             y_lim=[0, 4],
         )
-    ui["problems"] = gr.Dataframe(headers=PROBLEM_COLUMNS, label="Problems (row by row)", wrap=True, max_height=320)
-    ui["preview"] = gr.Dataframe(label="Preview", wrap=True, max_height=260)
+    ui["problems"] = gr.Dataframe(
+        headers=PROBLEM_COLUMNS,
+        label="Problems (row by row)",
+        wrap=True,
+        max_height=320,
+        column_widths=PROBLEM_COLUMN_WIDTHS,
+        elem_id="dataset-problems",
+    )
+    ui["preview"] = gr.Dataframe(
+        headers=PREVIEW_COLUMNS,
+        label="Preview (the first rows; a rejected one says why)",
+        wrap=True,
+        max_height=260,
+        column_widths=PREVIEW_COLUMN_WIDTHS,
+        elem_id="dataset-preview",
+    )
     with gr.Row():
         ui["players"] = [gr.Audio(visible=False, interactive=False) for _ in range(PREVIEW_PLAYERS)]
     with gr.Row():
@@ -157,6 +174,14 @@ def _wire_checks(ctx: UIContext, ui: dict[str, Any]) -> None:
     for upload, path in ((ui["train_upload"], ui["train_path"]), (ui["eval_upload"], ui["eval_path"])):
         upload.upload(lambda: "", None, path, api_visibility="undocumented", show_progress="hidden")
         path.input(lambda: None, None, upload, api_visibility="undocumented", show_progress="hidden")
+    # A zip is a third source: its CSV is checked, so the typed path and the uploaded CSV go (which was checked?).
+    ui["zip_upload"].upload(
+        lambda: ("", None),
+        None,
+        [ui["train_path"], ui["train_upload"]],
+        api_visibility="undocumented",
+        show_progress="hidden",
+    )
     typed = [ui["train_path"], ui["eval_upload"], ui["eval_path"], language, max_seconds, version, g2p]
     ui["validate"].click(
         functools.partial(validate_handler, ctx), [ui["train_upload"], *typed], outputs, api_name="validate_dataset"

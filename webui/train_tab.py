@@ -19,7 +19,7 @@ from utils.quality.asr import clear_transcriber_cache, scoring_note
 from utils.training.batching import optimizer_steps_per_epoch, steps_per_epoch
 from utils.training.records import QualityRecord
 from utils.training.run_record import load_run
-from webui import fit_gpu_view, form, live_view, quality_view, run_view
+from webui import base_model_view, fit_gpu_view, form, live_view, quality_view, run_view
 from webui.context import GPU_QUEUE, UIContext
 from webui.form_spec import ADVANCED, DATA, GROUPS, MODEL, QUALITY, SCHEDULE, SPEED
 from webui.shown import page_error, shown
@@ -215,22 +215,6 @@ def form_on_load(ctx: UIContext) -> list[Any]:
     return [values[cid] for cid in form.form_ids()] + [batch]
 
 
-def check_base_model(version: str) -> None:
-    """Before anything is spawned: a base model whose files are missing and cannot be fetched now is a page error
-    in a second, not a run that fails after loading everything else."""
-    from utils.model.base_models import TINY, MissingBaseModelFiles, ensure_base_model, hub_unreachable
-
-    if version == TINY:
-        return
-    try:
-        ensure_base_model(version, download=False)
-    except MissingBaseModelFiles as exc:
-        why = hub_unreachable()
-        if why:
-            text = " ".join(line.strip() for line in str(exc).splitlines())
-            raise page_error(f"{text} (It cannot be downloaded now: {why}.)") from exc
-
-
 def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
     """Start a training run in a child process from form values (keys: component ids)."""
     try:
@@ -241,7 +225,7 @@ def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
     if ctx.runner.is_active():
         raise gr.Error("A training run is already active; stop it or wait for it to end.")
     if not (arguments.custom_model or arguments.resume_from):
-        check_base_model(arguments.version)
+        base_model_view.check_base_model(arguments.version)
     unload_voice()  # the Test tab's model and a loaded Whisper would hold GPU memory the run needs
     clear_transcriber_cache()
     roots = [str(root) for root in ctx.roots.audio_roots(arguments.train_csv, arguments.eval_csv)]
@@ -272,12 +256,14 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
     f = ctx.form_component
     gr.Markdown(f"**Detected:** {detect_gpu().summary()}")
     _render_form(ctx)
+    panel = base_model_view.missing_weights_markdown(f("version").value)
     ui = {
+        "base_model_panel": gr.Markdown(panel, visible=bool(panel), elem_id="base-model-panel"),
         "batch_info": gr.Markdown(
             batch_markdown(
                 None, f("batch_size").value, f("grad_acumm").value, f("num_epochs").value, f("devices").value
             )
-        )
+        ),
     }
     with gr.Row():
         _render_group(ctx, SPEED)
@@ -428,6 +414,7 @@ def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
     f("resume_from").input(
         lambda run: form_for_run(ctx, run), f("resume_from"), components, api_visibility="undocumented"
     )
+    base_model_view.wire_plan_freshness(ctx, ui)
 
 
 def _wire_updates(ctx: UIContext, ui: dict[str, Any]) -> None:

@@ -79,7 +79,7 @@ def test_validate_handler_reports_problems_and_fills_the_fine_tune_fields(tmp_pa
 
     result = validate_handler(ctx, None, str(csv_path), None, "", "en", 11.6, "tiny", False)
     summary, problems, histogram, preview, *players, train_csv, eval_csv, language, train_rows = result
-    assert "Ready to train" in summary and "6 of 8 rows usable" in summary
+    assert "Ready to train on 6 of 8 rows (2 rejected" in summary and "6 of 8 rows usable" in summary
     assert list(problems["line"]) == [8, 9]
     assert "shorter than 1 s" in problems["reason"][0] and "not found" in problems["reason"][1]
     assert histogram["value"]["clips"].sum() == 6 and train_csv == str(csv_path) and eval_csv == "" and language == "en"
