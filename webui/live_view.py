@@ -1,15 +1,17 @@
 """The Fine-tune tab's live view: status, progress bar, plots, memory, log, the run's code and the Start/Stop buttons,
 refreshed by the page's timer.
 
-A page left open must cost little: each refresh sends only what changed since this page's last one (nothing, on
-an idle page), and the timer slows down while no run is active. One event writes these components, the timer's
-tick, which Gradio never runs twice at once for a page (its trigger mode is "once"): so what a page's `seen`
-state remembers is what that page shows, and a reload starts a new `seen` that sends everything. Every value
-of a refresh comes from one snapshot of the run: the buttons always match the status above them.
+A page left open must cost little. The timer's tick only computes a `pulse` (a short digest of what the page
+shows, into a State: no component is touched); the refreshes run when the pulse changed, and each sends only
+what changed since this page's last one; the timer slows down while no run is active. One event writes these
+components, the refresh chained to the pulse, which Gradio never runs twice at once for a page: so what a
+page's `seen` state remembers is what that page shows, and a reload starts a new `seen` that sends everything.
+Every value of a refresh comes from one snapshot of the run: the buttons always match the status above them.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -19,11 +21,30 @@ from webui import run_view
 from webui.context import UIContext
 
 ACTIVE_S = 1.5  # the timer's interval while a run is active
-IDLE_S = 5.0  # ... and while none is: a run started elsewhere (a script, another page) shows within this
+IDLE_S = 10.0  # ... and while none is: a run started elsewhere (a script, another page) shows within this
 FIRST_S = 0.3  # the timer's first tick after the page loads: the page shows the run at once
 # The components a refresh writes, in the order of the tick's outputs (then the timer and the `seen` state).
 OUTPUTS = ("status", "bar", "loss_plot", "memory", "memory_plot", "log", "code", "start", "stop", "start_message")
 _UNSENT = object()
+
+
+def pulse(ctx: UIContext) -> str:
+    """A digest of everything the live view, the scores and the run lists show, cheap to compute: it changes when
+    there is something new to show (a step, a memory sample, a log line, a status, a run). This app's own memory,
+    shown while no run is active, is read when something else changed: a machine's RAM moves all the time."""
+    state = ctx.runner.poll()
+    log = Path(state.log_path) if state.log_path else None
+    parts = (
+        state.status.value,
+        state.message,
+        state.run_dir,
+        len(ctx.runner.metrics()),
+        len(state.memory_history),
+        log.stat().st_size if log is not None and log.is_file() else 0,
+        len(state.traceback),
+        hash(repr(ctx.run_choices())),
+    )
+    return "|".join(map(str, parts))
 
 
 def view(ctx: UIContext) -> dict[str, Any]:

@@ -322,6 +322,7 @@ def _progress_section() -> dict[str, Any]:
         ui["code"] = gr.Code(show_label=False, language="python", interactive=False)
     ui["timer"] = gr.Timer(live_view.FIRST_S)  # its first tick shows the run; then live_view sets its pace
     ui["live_seen"] = gr.State({})
+    ui["pulse"] = gr.State("")  # live_view.pulse: the refreshes follow its changes
     # Inside the tab: a component left directly in gr.Tabs takes a tab's slot, and the tab bar then shows
     # one tab twice and loses another.
     ui["quality_seen"] = gr.State("")
@@ -355,6 +356,7 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
         "status",
         "start_message",
         "timer",
+        "pulse",
         "loss_plot",
         "memory_plot",
         "batch_info",
@@ -418,20 +420,16 @@ def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
 
 
 def _wire_updates(ctx: UIContext, ui: dict[str, Any]) -> None:
-    seen = ui["live_seen"]
-    ui["timer"].tick(
-        lambda last: live_view.refresh(ctx, last),
-        seen,
-        [*ui["refresh_outputs"], ui["timer"], seen],
-        api_visibility="undocumented",
-        show_progress="hidden",
-    )
+    seen, pulse = ui["live_seen"], ui["pulse"]
+    hidden = {"api_visibility": "undocumented", "show_progress": "hidden"}
+    ui["timer"].tick(lambda: live_view.pulse(ctx), None, pulse, **hidden)
+    pulse.change(lambda last: live_view.refresh(ctx, last), seen, [*ui["refresh_outputs"], ui["timer"], seen], **hidden)
     # A replaced value keeps the textarea's scroll position; the newest lines are the ones to see.
     ui["log"].change(None, None, None, js=SCROLL_LOG_TO_END, api_visibility="undocumented")
     # Unfolded, the log opens on its newest lines too (while folded it has no height to scroll).
     ui["log_accordion"].expand(None, None, None, js=SCROLL_LOG_TO_END_SOON, api_visibility="undocumented")
     quality_seen = ui["quality_seen"]
-    ui["timer"].tick(
+    pulse.change(
         lambda seen: quality_refresh(ctx, seen),
         quality_seen,
         [ui["quality_table"], ui["best_info"], *ui["quality_players"], quality_seen],

@@ -133,3 +133,29 @@ def test_after_a_reload_the_form_is_a_new_run_with_the_last_runs_settings(tmp_pa
     values = dict(zip(form_ids(), form_on_load(ctx), strict=False))
     assert values["num_epochs"] == 7, "the run's settings"
     assert values["resume_from"] == "", "a new Start starts a new run: the resume is not carried over"
+
+
+def test_an_idle_page_ticks_without_refreshing_and_a_new_step_refreshes_it(tmp_path, monkeypatch):
+    import json
+
+    ctx = make_context(tmp_path)
+    idle = live_view.pulse(ctx)
+    assert live_view.pulse(ctx) == idle, "nothing changed: no refresh is triggered"
+    run_dir = tmp_path / "output" / "en-tiny-1"
+    run_dir.mkdir(parents=True)
+    follow_a_fake_run(ctx, monkeypatch, RunStatus.RUNNING)
+    ctx.runner.state.run_dir = str(run_dir)
+    running = live_view.pulse(ctx)
+    assert running != idle and live_view.pulse(ctx) == running
+    with open(run_dir / "metrics.jsonl", "a") as handle:
+        handle.write(json.dumps(train(1, 7.5)) + "\n")
+    assert live_view.pulse(ctx) != running, "a step: the page refreshes"
+
+
+def test_the_servers_queue_does_not_spin_while_free():
+    from webui.ui import quiet_queue
+
+    with gr.Blocks() as demo:
+        gr.Textbox()
+    queue = quiet_queue(demo.queue())._queue
+    assert queue.sleep_when_free >= 0.02 and queue.progress_update_sleep_when_free >= 0.1
