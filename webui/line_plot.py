@@ -21,8 +21,8 @@ PALETTE = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#c
 GAP_COLOR = "#dc2626"
 MAX_POINTS = 600  # per series: about one per horizontal pixel, whatever the length of the run
 
-WIDTH, HEIGHT = 560, 300
-LEFT, RIGHT, TOP, BOTTOM = 62, 14, 14, 62  # margins: tick labels left; tick labels, title and legend below
+WIDTH, HEIGHT = 560, 314
+LEFT, RIGHT, TOP, BOTTOM = 62, 14, 28, 62  # margins: tick labels left; tick labels, title and legend below
 
 
 @dataclass(frozen=True)

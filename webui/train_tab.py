@@ -291,7 +291,10 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
 def _progress_section() -> dict[str, Any]:
     """Status, progress bar, the loss and memory plots side by side, the scores, and (folded) the log and the
     run's code."""
-    ui = {"status": gr.Markdown("### ⚪ Idle"), "bar": gr.HTML(run_view.progress_html(run_view.progress([]), "idle"))}
+    ui = {
+        "status": gr.Markdown("### ⚪ Idle", elem_id="run-status"),
+        "bar": gr.HTML(run_view.progress_html(run_view.progress([]), "idle")),
+    }
     # Drawn here as SVG (webui.line_plot): Gradio's LinePlot left series it had not seen at its first draw uncoloured.
     with gr.Row(equal_height=True):
         for key, label, svg in (

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import cpu_seconds, wait_until, watch
+from tests.helpers import wait_until
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -42,10 +42,9 @@ def start_chromium(profile: Path, width: int = 1400, height: int = 2200) -> Any:
     ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    # The browser's own CPU time is no sign of progress: any open Gradio page keeps its renderer busy (see
+    # docs/benchmarks.md). Its waits follow the app (tests.webui.app_server).
     driver.set_page_load_timeout(300)
-    # The browser rendering is progress for every wait (an accordion opens late on a loaded machine); an idle
-    # page's timer costs far less than 2 s of CPU within a wait's stall time.
-    watch(cpu_seconds(driver.service.process.pid, quantum=2.0, include_self=False))
     return driver
 
 
@@ -96,7 +95,7 @@ def _retrying(action: Callable[[], Any], attempts: int = 6) -> Any:
     return None
 
 
-def click_button(driver, label: str, stall: float = 30.0) -> None:
+def click_button(driver, label: str, stall: float = 120.0) -> None:
     """Click the visible button labelled `label`, waiting for it (a just-unfolded accordion renders its content
     late on a loaded machine)."""
     from selenium.webdriver.common.by import By
@@ -114,7 +113,7 @@ def click_button(driver, label: str, stall: float = 30.0) -> None:
     wait_for(driver, lambda d: _retrying(click), stall, f"a visible button {label!r}")
 
 
-def open_accordion(driver, prefix: str, stall: float = 30.0) -> None:
+def open_accordion(driver, prefix: str, stall: float = 120.0) -> None:
     """Unfold the accordion whose label starts with `prefix` (its header also holds an arrow), and see it open:
     a click that lands before the page's scripts are ready does nothing, so it is clicked again."""
     from selenium.webdriver.common.by import By
@@ -289,3 +288,54 @@ def readable_table(driver, elem_id: str) -> list[str]:
         """,
         elem_id,
     )
+
+
+def type_text(driver, label: str, text: str, tag: str = "textarea", exact: bool = False) -> None:
+    """Replace the text of a labelled field, as typed."""
+    box = field(driver, label, tag, exact)
+    box.clear()
+    box.send_keys(text)
+
+
+def check_dataset(driver, csv_path: Any) -> None:
+    """Dataset tab: type the CSV's path and press Check dataset."""
+    open_tab(driver, "Dataset")
+    type_text(driver, "train CSV path on this machine", str(csv_path))
+    time.sleep(1)  # the typed value reaches the page's state before the click reads it
+    click_button(driver, "Check dataset")
+
+
+def button_enabled(driver, label: str) -> bool | None:
+    """Whether the visible button labelled `label` can be pressed (None: no such button)."""
+    from selenium.webdriver.common.by import By
+
+    buttons = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == label and b.is_displayed()]
+    return buttons[0].is_enabled() if buttons else None
+
+
+def choose(driver, elem_id: str, text: str, stall: float = 60.0) -> str:
+    """Pick the option containing `text` of the dropdown `elem_id`, until the dropdown shows it (a click that
+    lands while the list re-renders picks nothing); returns the option's label."""
+    from selenium.webdriver.common.by import By
+
+    picked = {"label": ""}
+
+    def pick() -> str | None:
+        box = driver.find_element(By.CSS_SELECTOR, f"#{elem_id} input")
+        if picked["label"] and text in box.get_attribute("value"):
+            return picked["label"]
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", box)
+        box.click()
+        options = [o for o in driver.find_elements(By.CSS_SELECTOR, "ul[role=listbox] li") if text in o.text]
+        if options:
+            picked["label"] = options[0].text
+            options[0].click()
+        return None
+
+    return wait_for(driver, lambda d: _retrying(pick), stall, f"the option {text!r} chosen in #{elem_id}")
+
+
+def input_value(driver, elem_id: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, f"#{elem_id} input, #{elem_id} textarea").get_attribute("value")
