@@ -41,7 +41,7 @@ def missing_weights_markdown(version: str) -> str:
     if version in KNOWN_VERSIONS:
         on_main = [name for name in missing if name in MAIN_ONLY]
         where = f"version **{shown(version)}**" + (
-            f" ({', '.join(on_main)} are on the main branch)" if on_main and version != "main" else ""
+            f"; {', '.join(on_main)} from the main branch" if on_main and version != "main" else ""
         )
         lines.append(
             "**How to get them:** with an internet connection, press *Start training*: they are downloaded "

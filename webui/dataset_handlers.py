@@ -89,7 +89,7 @@ def _preview(csv_path: str, report: DatasetReport, roots: tuple[Path, ...]) -> t
         [
             {
                 "line": r.line,
-                "used": f"✗ rejected: {rejected[r.line]}" if r.line in rejected else "✓",
+                "used": f"✗ rejected: {_short(rejected[r.line])}" if r.line in rejected else "✓",
                 "audio_file": r.audio_file,
                 "text": r.text,
                 "speaker": r.speaker_name,
@@ -121,6 +121,11 @@ def _preview(csv_path: str, report: DatasetReport, roots: tuple[Path, ...]) -> t
         )
     players += [gr.update(value=None, visible=False)] * (PREVIEW_PLAYERS - len(players))
     return table, players
+
+
+def _short(reason: str) -> str:
+    """A reason as a preview cell shows it: without the path it names (the Problems table has it in full)."""
+    return reason.split(" at ", 1)[0].rstrip(".")[:60]
 
 
 def _check_options(version: str, language: str, use_g2p: bool) -> dict[str, Any]:
