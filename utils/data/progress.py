@@ -28,15 +28,18 @@ def time_left_text(seconds: float) -> str:
 class CountedProgress:
     """progress(done, total, "<done> of <total> <noun> <verb>, about <t> left") for `callback`."""
 
-    def __init__(self, callback: ProgressCallback | None, total: int, verb: str, noun: str = "clips") -> None:
+    def __init__(self, callback: ProgressCallback | None, total: int | None, verb: str, noun: str = "clips") -> None:
         self.callback = callback
-        self.total = max(0, int(total))
+        self.known = total is not None  # an unknown total: counts only, and done stands for the total
+        self.total = max(0, int(total or 0))
         self.verb, self.noun = verb, noun
         self.first: tuple[int, float] | None = None  # (done, when) at the first item: start-up is not the rate
         self.last = -1.0
         self.last_done = 0
 
     def message(self, done: int) -> str:
+        if not self.known:
+            return f"{done:,} {self.noun} {self.verb}"
         text = f"{done:,} of {self.total:,} {self.noun} {self.verb}"
         now = time.monotonic()
         if done > 0 and self.first is None:
@@ -56,4 +59,5 @@ class CountedProgress:
             return
         self.last, self.last_done = now, done
         message = self.message(done) + (f" ({detail})" if detail else "")
-        self.callback(min(done, self.total), self.total, message)
+        total = self.total if self.known else done
+        self.callback(min(done, total), total, message)
