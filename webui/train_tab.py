@@ -286,7 +286,8 @@ def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
     unload_voice()  # the Test tab's model and a loaded Whisper would hold GPU memory the run needs
     clear_transcriber_cache()
     roots = [str(root) for root in ctx.roots.audio_roots(arguments.train_csv, arguments.eval_csv)]
-    started, message = ctx.runner.start({**arguments.to_dict(), "audio_roots": roots})
+    with ctx.gpu_work:  # a transcription on the GPU ends first; CPU work (checks, Prepare) goes on beside the run
+        started, message = ctx.runner.start({**arguments.to_dict(), "audio_roots": roots})
     if not started:
         raise page_error(message)
     return message
