@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 
 from tests.helpers import simulated_gpu
-from utils.device.gpu import GPUInfo
 from tests.webui.test_handlers import make_context
+from utils.device.gpu import GPUInfo
 from webui.context import GPU_QUEUE
 
 
