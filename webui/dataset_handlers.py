@@ -298,7 +298,7 @@ def prepare_handler(
     except OSError as exc:  # the prepared folder's disk
         raise page_error(f"The prepared dataset could not be written: {exc}") from exc
     return (
-        f"{shown(prepared.summary(), keep_newlines=True)}\n\n{shown(prepared.work.describe())}.\n\n"
+        f"{shown(prepared.summary(), keep_newlines=True)}\n\nConverted: {shown(prepared.work.describe())}.\n\n"
         "The Fine-tune tab now trains on it.",
         str(prepared.train_csv),
         str(prepared.eval_csv),

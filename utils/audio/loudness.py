@@ -2,8 +2,9 @@
 true-peak ceiling.
 
 A dataset recorded at random levels teaches the model to speak at random levels. Each clip gets one gain (the
-waveform is kept: no compression, no limiting): target minus its integrated loudness, lowered where the clip's
-true peak would pass the ceiling, so nothing clips (such a clip stays quieter than the target, and says so).
+waveform is kept: no compression, no limiting): target minus its integrated loudness, at most MAX_GAIN_DB, lowered
+where the clip's true peak would pass the ceiling, so nothing clips (such a clip stays quieter than the target,
+and says so).
 The true peak is the peak of the clip oversampled 4x (BS.1770-4 Annex 2), which sees the peaks between samples
 that a plain sample peak misses. A clip too short or too quiet for a loudness (under one 400 ms gating block,
 or every block under the -70 LUFS gate) keeps its level.
@@ -20,6 +21,9 @@ from utils.audio.levels import integrated_loudness
 
 TARGET_LUFS = -23.0  # EBU R128's programme loudness
 TRUE_PEAK_CEILING_DBTP = -1.0  # EBU R128's maximum true peak
+# The most a clip is raised: a clip further below the target is mostly noise or silence (or all that is left of it
+# once denoised), which a larger gain would only make loud.
+MAX_GAIN_DB = 30.0
 OVERSAMPLING = 4
 
 
@@ -32,6 +36,7 @@ class LevelChange:
     after_lufs: float | None
     true_peak_dbtp: float | None  # after the gain
     held_by_peak: bool = False  # the gain was lowered to keep the true peak under the ceiling
+    held_by_gain: bool = False  # the clip needed more than MAX_GAIN_DB: raised by that much only
     reason: str = ""
 
 
@@ -55,9 +60,11 @@ def even_loudness(
     if before is None or peak is None:
         return wav, LevelChange(before, 0.0, before, peak, reason=why or "silent")
     gain = target_lufs - before
-    held = peak + gain > ceiling_dbtp
-    if held:
+    held_by_gain = gain > MAX_GAIN_DB
+    gain = min(gain, MAX_GAIN_DB)
+    held_by_peak = peak + gain > ceiling_dbtp
+    if held_by_peak:
         gain = ceiling_dbtp - peak
     out = (np.asarray(wav, dtype=np.float64) * 10 ** (gain / 20)).astype(np.float32)
     after, _ = integrated_loudness(out, sample_rate)
-    return out, LevelChange(before, gain, after, peak + gain, held)
+    return out, LevelChange(before, gain, after, peak + gain, held_by_peak, held_by_gain and not held_by_peak)

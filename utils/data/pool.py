@@ -64,10 +64,10 @@ class PoolStats:
     fallback: str = ""  # why the work went on in this process (workers could not start)
 
     def describe(self) -> str:
-        where = f"{self.workers} worker processes" if self.workers else "this process"
+        where = f"on {self.workers} worker processes" if self.workers else "in this process"
         died = f"; {len(self.deaths)} worker(s) died: {self.deaths[0]}" if self.deaths else ""
         fallback = f"; {self.fallback}" if self.fallback else ""
-        return f"{self.items} clips on {where}{died}{fallback}"
+        return f"{self.items} clips {where}{died}{fallback}"
 
 
 def default_workers() -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from utils.audio.loudness import TRUE_PEAK_CEILING_DBTP
+from utils.audio.loudness import MAX_GAIN_DB, TRUE_PEAK_CEILING_DBTP
 from utils.data.clip_probe import ClipProbe
 from utils.data.convert import Converted, ConvertSettings, convert_item
 from utils.data.csv_reader import CsvRow
@@ -69,6 +69,7 @@ class ClipCopy:
     probes: dict[str, ClipProbe] = field(default_factory=dict)  # clip name -> its probe once written
     gains: array = field(default_factory=lambda: array("f"))  # dB, each clip whose loudness was evened
     held: int = 0  # clips kept under the target by the true-peak ceiling
+    held_by_gain: int = 0  # clips that needed more than MAX_GAIN_DB
     unlevelled: list[str] = field(default_factory=list)  # clips with no loudness to even
     snr: array = field(default_factory=lambda: array("f"))  # (before, after) pairs of denoised clips
     listed: list[str] = field(default_factory=list)  # the first clips' changes, as the summary lists them
@@ -173,12 +174,14 @@ def _note_changes(row: CsvRow, result: Converted, out: Path, copy: ClipCopy) -> 
             loudness_after=_rounded(level.after_lufs),
             true_peak_dbtp=_rounded(level.true_peak_dbtp),
             held_by_peak=level.held_by_peak,
+            held_by_gain=level.held_by_gain,
         )
         if level.reason:
             copy.unlevelled.append(f"{row.audio_file} ({level.reason})")
         else:
             copy.gains.append(level.gain_db)
             copy.held += int(level.held_by_peak)
+            copy.held_by_gain += int(level.held_by_gain)
             said.append(f"{level.before_lufs:.1f} → {level.after_lufs:.1f} LUFS ({level.gain_db:+.1f} dB)")
     if result.snr_before is not None or result.snr_after is not None:
         record.update(snr_before=_rounded(result.snr_before), snr_after=_rounded(result.snr_after))
@@ -219,6 +222,11 @@ def change_notes(copy: ClipCopy, options: PrepareOptions) -> list[str]:
         )
         if copy.held:
             text += f"; {copy.held} kept quieter than the target so that their peaks stay under the ceiling"
+        if copy.held_by_gain:
+            text += (
+                f"; {copy.held_by_gain} further below it raised by {MAX_GAIN_DB:g} dB only (mostly noise or silence? "
+                f"listen to them: {CHANGES_FILE} has held_by_gain)"
+            )
         notes.append(text + ".")
     elif not options.even_loudness and copy.rows:
         notes.append("Levels kept as recorded (even_loudness off).")

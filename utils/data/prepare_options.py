@@ -15,8 +15,8 @@ from utils.options.arguments import Option, option
 class PrepareOptions:
     even_loudness: bool = option(
         True,
-        f"Even out loudness: each clip brought to loudness_target (ITU-R BS.1770 integrated loudness), its true "
-        f"peak kept under {TRUE_PEAK_CEILING_DBTP:g} dBTP so nothing clips. Off keeps each clip's recorded level.",
+        f"Each clip brought to the loudness target (ITU-R BS.1770 integrated loudness) by one gain, its true peak "
+        f"kept under {TRUE_PEAK_CEILING_DBTP:g} dBTP so nothing clips. Off keeps each clip's recorded level.",
     )
     loudness_target: float = option(
         TARGET_LUFS,
@@ -26,7 +26,7 @@ class PrepareOptions:
     )
     denoise: bool = option(
         False,
-        "Remove background noise with DeepFilterNet 3 (bundled, offline, on every core; about a quarter of a "
+        "Background noise removed by DeepFilterNet 3 (bundled, offline, on every core; about a quarter of a "
         "second of CPU per clip more): the summary gives each clip's SNR before and after.",
     )
     workers: int = option(0, "Worker processes converting clips; 0 uses every core.", minimum=0, maximum=512)
