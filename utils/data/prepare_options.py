@@ -4,11 +4,22 @@ CLI's `prepare` flags and the Dataset tab's controls their names, bounds and hel
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, NamedTuple
 
 from utils.audio.loudness import TARGET_LUFS, TRUE_PEAK_CEILING_DBTP
-from utils.options.arguments import Option, option
+
+
+class Option(NamedTuple):
+    """An option's help and bounds (as TrainArguments declares its own, without importing the training stack)."""
+
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+def option(default: Any, help: str, **bounds: float) -> Any:
+    return field(default=default, metadata={"option": Option(help, **bounds)})
 
 
 @dataclass(frozen=True)
