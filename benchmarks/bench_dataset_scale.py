@@ -12,7 +12,10 @@ go through what a user runs, each phase in its own process so that its CPU time 
   write) into a fresh folder;
 - run start: what train_gpt does with the prepared dataset before it builds the model (check_inputs with the
   output folder's cache: the text checks with the model's vocab, the check; the content fingerprint, the clip
-  durations), first with an empty output folder, then again (a resume); check_s is the check's own part.
+  durations), first with an empty output folder, then again (a resume); check_s is the check's own part;
+- first step: train_gpt with the tiny model on the prepared dataset, in that output folder, stopped after its
+  first training step: the seconds from the call to that step, of the model build and of the dataset validation
+  (bench_startup's timers). The goal: the first step within the model build + 10 s.
 
 Each phase's modules are imported before its clock starts (a notebook or the page has them loaded already).
 
@@ -39,10 +42,11 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # bench_startup's timers
 
 RATE = 22050
 MIB = 1024 * 1024
-PHASES = ("check", "check again", "prepare", "run start", "run start again")
+PHASES = ("check", "check again", "prepare", "run start", "run start again", "first step")
 
 
 def _clip(seed: int) -> np.ndarray:
@@ -110,6 +114,8 @@ def _phase(name: str, csv: Path, work: Path, workers: int | None) -> dict:
             "workers": result.work.workers,
             "rejected": len(result.rejected),
         }
+    if name == "first step":
+        return _first_step(prepared, work)
     from utils.options.arguments import TrainArguments
     from utils.training.run import TrainingRun
 
@@ -133,14 +139,49 @@ def _phase(name: str, csv: Path, work: Path, workers: int | None) -> dict:
     }
 
 
+def _first_step(prepared: Path, work: Path) -> dict:
+    """train_gpt on the prepared dataset with the tiny model (an output folder that has seen the dataset: the page
+    checked it or a run started on it), stopped after its first step: the seconds from the call to that step and
+    those of the model build in between (bench_startup's timers)."""
+    import bench_startup
+
+    from utils.gpt_train import train_gpt
+
+    timeline = bench_startup.Timeline()
+    bench_startup.instrument(timeline)
+    timeline.start()
+    train_gpt(
+        version="tiny",
+        language="en",
+        num_epochs=1,
+        batch_size=4,
+        grad_acumm=1,
+        train_csv=str(prepared / "metadata_train.csv"),
+        eval_csv=str(prepared / "metadata_eval.csv"),
+        output_path=str(work / "output"),
+        progress_callback=timeline.on_record,
+        stop_event=lambda: timeline.first_train_record is not None,
+        quality_eval=0,
+    )
+    step = timeline.first("train step")
+    build = timeline.first("model build (networks, weights, optimizations)")
+    validation = timeline.first("dataset validation")
+    return {
+        "clips": sum(1 for _ in (prepared / "metadata_train.csv").open()) - 1,
+        "first_step_s": round(step[0], 1),
+        "model_build_s": round(build[1] - build[0], 1),
+        "validation_s": round(validation[1] - validation[0], 1),
+    }
+
+
 def child(args: argparse.Namespace) -> None:
     # Imports before the clock: a phase's cost is its work, not the interpreter's start (a notebook or the page
     # has these modules loaded already).
     import utils.data.prepare
     import utils.data.validation
 
-    if args.child.startswith("run start"):
-        import utils.training.run  # noqa: F401
+    if args.child.startswith("run start") or args.child == "first step":
+        import utils.gpt_train  # noqa: F401
 
     start_cpu = resource.getrusage(resource.RUSAGE_SELF)
     peak = {"tree": 0, "largest": 0}
@@ -198,7 +239,17 @@ def row(size: int, workers: int, phase: str, r: dict) -> str:
     per_cpu = r["clips"] / r["cpu"] if r["cpu"] > 0.05 else float("nan")
     note = ", ".join(
         f"{k} {r[k]}"
-        for k in ("mode", "decoded", "cache_hit", "workers", "rejected", "check_s")
+        for k in (
+            "mode",
+            "decoded",
+            "cache_hit",
+            "workers",
+            "rejected",
+            "check_s",
+            "first_step_s",
+            "model_build_s",
+            "validation_s",
+        )
         if k in r and r[k] is not None
     )
     return (
