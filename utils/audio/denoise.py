@@ -59,6 +59,15 @@ def _library() -> tuple[ctypes.CDLL, bytes]:
         return _LIBRARY
 
 
+def check_denoiser() -> None:
+    """DenoiseUnavailable now, before any clip, when the runtime or its model cannot be loaded."""
+    lib, model = _library()
+    state = lib.df_create(model, ATTENUATION_LIMIT_DB, None)
+    if not state:
+        raise DenoiseUnavailable("DeepFilterNet could not build its model state from the bundled model")
+    lib.df_free(state)
+
+
 def denoise_48k(wav: np.ndarray) -> np.ndarray:
     """DeepFilterNet 3 applied to mono float audio at 48 kHz; the same length and timing as the input."""
     lib, model = _library()

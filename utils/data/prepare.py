@@ -247,6 +247,13 @@ def prepare_dataset(
     checks, `cache_dir` for the check cache: by default the folder's own .index)."""
     lang = check_options(language, max_audio_length, validation.get("audio_check", "auto"))
     options = PrepareOptions(even_loudness, loudness_target, denoise, workers)
+    if options.denoise:  # a missing denoiser is said once, before anything is read or written
+        from utils.audio.denoise import DenoiseUnavailable, check_denoiser
+
+        try:
+            check_denoiser()
+        except DenoiseUnavailable as exc:
+            raise ValueError(f"denoise=True cannot be done here: {exc}") from exc
     out = Path(out_dir).expanduser().resolve()
     _check_target(out, [Path(p).resolve() for p in (train_csv, eval_csv) if p], lang)
     edits = _checked_edits(exclude, corrections, lang, validation)
