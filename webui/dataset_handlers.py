@@ -228,18 +228,7 @@ def check_handler(
         )
     except ValueError as exc:
         raise page_error(exc) from exc
-    players = []
-    for row in check.flagged[:CHECK_PLAYERS]:
-        try:  # decoded samples of a row the check read: never a file the page names
-            wav, rate = load_audio(row.audio, None, seconds=PREVIEW_SECONDS)
-        except AudioError:
-            continue
-        players.append(
-            gr.update(
-                value=(rate, wav), visible=True, label=shown(f"{row.audio_file}: {row.problems[0][:60]}", "plain")
-            )
-        )
-    players += [gr.update(value=None, visible=False)] * (CHECK_PLAYERS - len(players))
+    players = _flagged_players(check)
     # As the table shows them: a text the user did not edit is not a correction.
     originals = {row.audio_file: shown(row.text, "plain") for row in check.flagged}
     summary = shown(check.summary(), keep_newlines=True) + (
@@ -251,6 +240,22 @@ def check_handler(
     table = quality_view.check_frame(check)
     # As many rows as were flagged, fixed: adding a row to this table means nothing.
     return (summary, gr.update(value=table, row_count=(len(table), "fixed")), originals, *players)
+
+
+def _flagged_players(check) -> list[Any]:
+    """Players of the worst flagged rows."""
+    players = []
+    for row in check.flagged[:CHECK_PLAYERS]:
+        try:  # decoded samples of a row the check read: never a file the page names
+            wav, rate = load_audio(row.audio, None, seconds=PREVIEW_SECONDS)
+        except AudioError:
+            continue
+        players.append(
+            gr.update(
+                value=(rate, wav), visible=True, label=shown(f"{row.audio_file}: {row.problems[0][:60]}", "plain")
+            )
+        )
+    return players + [gr.update(value=None, visible=False)] * (CHECK_PLAYERS - len(players))
 
 
 def prepare_handler(

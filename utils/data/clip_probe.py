@@ -11,10 +11,13 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import astuple, dataclass
+from pathlib import Path
 
 from utils.audio.checks import AudioInfo, probe_audio
 from utils.audio.io import AudioError
 from utils.data.csv_reader import CsvRow
+from utils.data.pool import TaskFailed
+from utils.data.row_checks import outside_roots
 
 HEAD_BYTES = 65536  # as DatasetReport.fingerprint reads each clip
 
@@ -105,6 +108,7 @@ class ClipProbes:
         self.used: dict[str, ClipProbe] = {}
         self.decoded = 0  # files probed by this check (not served)
         self.served_count = 0
+        self._waiting: dict[str, ClipProbe] = {}  # served when its row was taken, until its row is judged
 
     def served(self, location: str, full: bool, limit_s: float) -> ClipProbe | None:
         """The probe that answers for this file now, or None when it must be opened. A missing file needs no
@@ -124,3 +128,31 @@ class ClipProbes:
             self.used[location] = probe
             if probe.size >= 0:
                 self.known[location] = probe
+
+    def needs_opening(self, row: CsvRow, full: bool, limit_s: float, roots: tuple[Path, ...]) -> bool:
+        """Whether a row's clip must be opened (by a worker): it may be (inside `roots`) and no probe serves."""
+        if outside_roots(row.audio_location, roots):
+            return False
+        probe = self.served(row.audio_location, full, limit_s)
+        if probe is None:
+            return True
+        self._waiting[row.audio_location] = probe
+        return False
+
+    def of_row(self, row: CsvRow, result: ClipProbe | TaskFailed | None, full: bool, limit_s: float) -> ClipProbe:
+        """The probe of a row's clip, noted: a worker's (`result`), or the one that served it (None)."""
+        location = row.audio_location
+        if isinstance(result, ClipProbe):
+            self.add(location, result, probed=True)
+            return result
+        if isinstance(result, TaskFailed):  # never kept: the next check tries again
+            probe = ClipProbe(-1, 0, error=f"could not be checked: {result.reason}")
+            self.add(location, probe, probed=True)
+            return probe
+        probe = self._waiting.pop(location, None) or self.served(location, full, limit_s)
+        if probe is None:  # changed between the two looks: read it here
+            probe = probe_file(location, full, limit_s)
+            self.add(location, probe, probed=True)
+        else:
+            self.add(location, probe, probed=False)
+        return probe

@@ -247,13 +247,7 @@ def prepare_dataset(
     checks, `cache_dir` for the check cache: by default the folder's own .index)."""
     lang = check_options(language, max_audio_length, validation.get("audio_check", "auto"))
     options = PrepareOptions(even_loudness, loudness_target, denoise, workers)
-    if options.denoise:  # a missing denoiser is said once, before anything is read or written
-        from utils.audio.denoise import DenoiseUnavailable, check_denoiser
-
-        try:
-            check_denoiser()
-        except DenoiseUnavailable as exc:
-            raise ValueError(f"denoise=True cannot be done here: {exc}") from exc
+    _check_denoiser(options)
     out = Path(out_dir).expanduser().resolve()
     _check_target(out, [Path(p).resolve() for p in (train_csv, eval_csv) if p], lang)
     edits = _checked_edits(exclude, corrections, lang, validation)
@@ -281,6 +275,18 @@ def prepare_dataset(
     copy = ClipCopy(existing=dict.fromkeys(_digests_in(kept["train"] + kept["eval"]), ""), edits=edits)
     convert_rows(usable, out, copy, options, progress, should_stop)
     return _write_prepared(out, lang, report, kept, copy, options)
+
+
+def _check_denoiser(options: PrepareOptions) -> None:
+    """A missing denoiser is said once, before anything is read or written (not once per clip)."""
+    if not options.denoise:
+        return
+    from utils.audio.denoise import DenoiseUnavailable, check_denoiser
+
+    try:
+        check_denoiser()
+    except DenoiseUnavailable as exc:
+        raise ValueError(f"denoise=True cannot be done here: {exc}") from exc
 
 
 def _write_prepared(

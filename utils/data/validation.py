@@ -26,14 +26,14 @@ import numpy as np
 
 from utils.constants import MAX_AUDIO_LENGTH, MIN_CLIP_SECONDS, XTTS_SAMPLE_RATE
 from utils.data import check_cache
-from utils.data.clip_probe import ClipProbe, ClipProbes, probe_clip
+from utils.data.clip_probe import ClipProbes, probe_clip
 from utils.data.csv_reader import CsvLayout, CsvRow, Problem, detect_layout, iter_rows
 from utils.data.csv_text import bounded_lines, raw_lines
 from utils.data.duplicates import drop_duplicate_audio, path_hash
-from utils.data.pool import ClipPool, TaskFailed
+from utils.data.pool import ClipPool
 from utils.data.progress import CountedProgress
 from utils.data.report import HISTOGRAM_EDGES, CheckStats, DatasetReport, UsableRows
-from utils.data.row_checks import TextChecker, check_row_audio, check_row_text, outside_roots, probe_limit
+from utils.data.row_checks import TextChecker, check_row_audio, check_row_text, probe_limit
 from utils.text.languages import canonical_language, is_known_language, is_valid_language_code
 
 __all__ = [
@@ -162,39 +162,13 @@ class _Pass:
     probes: ClipProbes = field(default_factory=ClipProbes)
     pool: ClipPool = field(default_factory=lambda: ClipPool(1))
     heads: dict[str, tuple[int, str]] = field(default_factory=dict)
-    _served: dict[str, ClipProbe] = field(default_factory=dict)  # looked up when the row was taken
 
     @property
     def limit_s(self) -> float:
         return probe_limit(self.max_seconds)
 
     def needs_probe(self, row: CsvRow | Problem) -> bool:
-        """Whether a row's clip must be opened: a readable row whose clip has no probe serving this check."""
-        if not isinstance(row, CsvRow) or outside_roots(row.audio_location, self.audio_roots):
-            return False
-        probe = self.probes.served(row.audio_location, self.full, self.limit_s)
-        if probe is None:
-            return True
-        self._served[row.audio_location] = probe
-        return False
-
-    def probe_of(self, row: CsvRow, result: ClipProbe | TaskFailed | None) -> ClipProbe:
-        """The probe of a row's clip: from a worker, or the one that served it."""
-        location = row.audio_location
-        if isinstance(result, ClipProbe):
-            self.probes.add(location, result, probed=True)
-            return result
-        if isinstance(result, TaskFailed):  # never cached: the next check tries again
-            probe = ClipProbe(-1, 0, error=f"could not be checked: {result.reason}")
-            self.probes.add(location, probe, probed=True)
-            return probe
-        probe = self._served.pop(location, None) or self.probes.served(location, self.full, self.limit_s)
-        if probe is None:  # changed between the two looks: read it here
-            probe = probe_clip(row, (self.full, self.limit_s))
-            self.probes.add(location, probe, probed=True)
-        else:
-            self.probes.add(location, probe, probed=False)
-        return probe
+        return isinstance(row, CsvRow) and self.probes.needs_opening(row, self.full, self.limit_s, self.audio_roots)
 
 
 def _check_file(path: Path, layout: CsvLayout, run: _Pass) -> UsableRows:
@@ -214,7 +188,7 @@ def _check_file(path: Path, layout: CsvLayout, run: _Pass) -> UsableRows:
         found, readable = check_row_text(row, run.text_checker, run.audio_roots)
         duration = None
         if readable:
-            probe = run.probe_of(row, result)
+            probe = run.probes.of_row(row, result, run.full, run.limit_s)
             duration, found = check_row_audio(row, probe.info, run.max_seconds, found)
             if duration is not None and probe.head_sha256:
                 run.heads[row.audio_location] = (probe.size, probe.head_sha256)
@@ -393,7 +367,6 @@ def validate_dataset(
         cached.path = None
     if audio_check == "auto":
         audio_check = "full" if total <= FULL_AUDIO_CHECK_MAX_ROWS else "header"
-    pool = ClipPool(workers, should_stop=should_stop)
     run = _Pass(
         TextChecker(lang, text_frontend, vocab_path),
         max_audio_length / XTTS_SAMPLE_RATE,
@@ -405,9 +378,19 @@ def validate_dataset(
         probes=ClipProbes(
             {**check_cache.prepared_probes(list(layouts)), **cached.known()}, collect=cached.path is not None
         ),
-        pool=pool,
+        pool=ClipPool(workers, should_stop=should_stop),
     )
-    notes = [] if run.full else [f"{total} rows: {HEADER_ONLY_NOTE}"]
+    report = _check_files(run, layouts, lang, audio_check, int(max_audio_length), seed)
+    cached.store(report, run.probes.used)
+    report.check.seconds = time.monotonic() - started
+    return report
+
+
+def _check_files(
+    run: _Pass, layouts: dict[Path, CsvLayout], lang: str, audio_check: str, max_audio_length: int, seed: int
+) -> DatasetReport:
+    """Every row of every CSV checked, the duplicates dropped, and the report."""
+    notes = [] if run.full else [f"{run.total} rows: {HEADER_ONLY_NOTE}"]
     if not is_known_language(lang):
         run.log.add(Problem(0, "", "warning", new_language_note(lang)))
     usable: dict[str, UsableRows] = {}
@@ -417,21 +400,19 @@ def validate_dataset(
             run.log.add(dataclasses.replace(problem, csv_file=str(path), file_level=True))
         if not any(p.severity == "error" for p in layout.problems):
             usable[str(path)] = _check_file(path, layout, run)
-    if progress:
-        progress(total, total, "Checked")
+    run.progress(run.total)
     for duplicate in drop_duplicate_audio(list(usable.values())):
         run.log.add(duplicate, drops_row=True)
-    report = _build_report(run, usable, layouts, notes, lang, audio_check, int(max_audio_length), seed)
+    report = _build_report(run, usable, layouts, notes, lang, audio_check, max_audio_length, seed)
     report._heads = run.heads
+    stats = run.pool.stats
     report.check = CheckStats(
         decoded=run.probes.decoded,
         served=run.probes.served_count,
-        workers=pool.stats.workers,
-        pids=sorted(pool.stats.pids),
-        deaths=list(pool.stats.deaths),
+        workers=stats.workers,
+        pids=sorted(stats.pids),
+        deaths=list(stats.deaths),
     )
-    cached.store(report, run.probes.used)
-    report.check.seconds = time.monotonic() - started
     return report
 
 
