@@ -13,6 +13,7 @@ go through what a user runs, each phase in its own process so that its CPU time 
 - run start: what train_gpt does with the prepared dataset before it builds the model (check_inputs with the
   output folder's cache: the text checks with the model's vocab, the check; the content fingerprint, the clip
   durations), first with an empty output folder, then again (a resume); check_s is the check's own part;
+- prepare denoised (not in the default phases): prepare_dataset(..., denoise=True) into another folder;
 - first step: train_gpt with the tiny model on the prepared dataset, in that output folder, stopped after its
   first training step: the seconds from the call to that step, of the model build and of the dataset validation
   (bench_startup's timers). The goal: the first step within the model build + 10 s.
@@ -46,7 +47,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # bench_startup's timers
 
 RATE = 22050
 MIB = 1024 * 1024
-PHASES = ("check", "check again", "prepare", "run start", "run start again", "first step")
+PHASES = ("check", "check again", "prepare", "run start", "run start again", "first step", "prepare denoised")
 
 
 def _clip(seed: int) -> np.ndarray:
@@ -107,8 +108,10 @@ def _phase(name: str, csv: Path, work: Path, workers: int | None) -> dict:
             "cache_hit": report.check.cache_hit,
             "workers": report.check.workers,
         }
-    if name == "prepare":
-        result = prepare_dataset(csv, prepared, workers=workers or 0, cache_dir=cache)
+    if name in ("prepare", "prepare denoised"):
+        denoise = name == "prepare denoised"
+        folder = work / "denoised" if denoise else prepared
+        result = prepare_dataset(csv, folder, workers=workers or 0, cache_dir=cache, denoise=denoise)
         return {
             "clips": result.added_train + result.added_eval,
             "workers": result.work.workers,
@@ -263,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--clips", type=int, nargs="+", default=[5000, 50000])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 0], help="0: every core")
-    parser.add_argument("--phases", nargs="+", default=list(PHASES), choices=PHASES)
+    parser.add_argument("--phases", nargs="+", default=list(PHASES[:-1]), choices=PHASES)
     parser.add_argument("--data", default="/tmp/xtts-bench-dataset-scale", help="where the synthetic datasets stay")
     parser.add_argument("--out", help="append the table to this markdown file")
     parser.add_argument("--child", choices=PHASES, help=argparse.SUPPRESS)
