@@ -8,8 +8,14 @@ every earlier train and eval row.
 A clip already there is not added twice: each clip's name carries a hash of its decoded samples
 (mono float32 at the source's rate, and that rate). Decoded samples rather than file bytes, because
 the same recording often arrives in another container or with other metadata chunks (a WAV saved
-again by an editor, a FLAC of it), and the clip is decoded for conversion anyway. Float audio over
-full scale is scaled down to a 0.99 peak (and the summary says so), never clipped.
+again by an editor, a FLAC of it), and the clip is decoded for conversion anyway.
+
+Each clip is converted in a pool of worker processes (utils.data.prepare_clips, utils.data.convert): its
+loudness evened to one target with a true-peak ceiling (or, with even_loudness=False, kept, float audio over
+full scale scaled down to a 0.99 peak, never clipped), its noise removed when asked (denoise=True, DeepFilterNet
+3). A clip that cannot be read, denoised or measured is a rejected row with its reason. What was done to each
+clip is in `clip_changes.jsonl` and summed up in the summary; `prepared.json` records each written clip's
+probe and the folder's fingerprint, so a run on the folder opens none of its clips again.
 
 Rows can be left out (`exclude`) and transcripts corrected (`corrections`), both keyed by the row's
 `audio_file` as written in its CSV (what the dataset check lists). The edits go into the prepared copy
