@@ -15,6 +15,7 @@ from typing import Any
 
 from utils.constants import XTTS_SAMPLE_RATE
 from utils.options.arguments import TrainArguments, argument_defaults, option_of
+from utils.text.visible import visible
 from utils.training.records import EvalRecord, QualityRecord, metric_from_json
 
 
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # every error, a missing model or file, a bad value: one line
         if args.traceback:
             raise
-        print(f"error: {one_line(exc)}", file=sys.stderr)
+        print(f"error: {visible(one_line(exc))}", file=sys.stderr)  # a file name's RLO must not reorder it
         return 2
 
 

@@ -20,12 +20,14 @@ SCORES = (
     ("cer", "CER"),
     ("wer", "WER"),
     ("similarity", "similarity"),
+    ("naturalness", "naturalness"),
+    ("babble_rate", "babble"),
     ("duration_ratio", "duration ratio"),
     ("combined", "combined"),
 )
 QUALITY_COLUMNS = ["step", *(label for _, label in SCORES), "best", "notes"]
 # Short headers on one line, numbers at a glance; the notes take the rest.
-QUALITY_COLUMN_WIDTHS = ["64px", "80px", "80px", "150px", "150px", "130px", "56px", "460px"]
+QUALITY_COLUMN_WIDTHS = ["56px", "72px", "72px", "140px", "120px", "72px", "140px", "120px", "56px", "360px"]
 CHECK_COLUMNS = [
     "exclude",
     "text",
@@ -56,14 +58,16 @@ def _cell(value: float | None, name: str, reasons: list[str]) -> str:
         return f"{value:.3f}"
     if name == "combined":
         return "— needs CER and similarity"
+    if name == "babble_rate":
+        return "—"
     # The WER comes from the same transcript as the CER: the same reason.
     why = next((r for r in reasons if r.startswith(f"{'cer' if name == 'wer' else name}:")), "")
     return f"— {short_reason(why)}" if why else "—"
 
 
 def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per evaluation, newest first: the scores (an empty score says why), whether it became the best,
-    and the reasons in full."""
+    """One row per evaluation, newest first: the scores (an empty score says why), whether it became the best (or
+    is the baseline, the starting weights at step 0), and the reasons in full."""
     rows = []
     for record in records_of(records, QualityRecord):
         reasons = list(record.reasons or [])
@@ -71,7 +75,7 @@ def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
             {
                 "step": int(record.step),
                 **{label: _cell(getattr(record, key), key, reasons) for key, label in SCORES},
-                "best": "★" if record.is_best else "",
+                "best": "★" if record.is_best else ("base" if record.baseline else ""),
                 "notes": "; ".join(reasons),
             }
         )
@@ -98,21 +102,30 @@ def evaluation_clips(run_dir: str | Path, record: dict[str, Any], count: int) ->
     """(label, (rate, samples)) of the first `count` clips of a quality record. Only files inside the run's
     evals/ folder are read (the record names them relative to the run folder); the page gets samples, never
     a path."""
-    evals = (Path(run_dir) / EVALS_DIR).resolve()
     clips = []
     scored = QualityRecord.from_json(record)
     texts = scored.texts or []
     for index, name in enumerate((scored.files or [])[:count]):
-        path = (Path(run_dir) / str(name)).resolve()
-        if evals not in path.parents:
-            continue
-        try:
-            wav, rate = load_audio(path, None, seconds=PLAYED_SECONDS)
-        except AudioError:
+        audio = read_eval_clip(run_dir, name)
+        if audio is None:
             continue
         text = texts[index] if index < len(texts) else ""
-        clips.append((shown(f"step {scored.step} · {text[:70]}", "plain"), (rate, wav)))
+        clips.append((shown(f"step {scored.step} · {text[:70]}", "plain"), audio))
     return clips
+
+
+def read_eval_clip(run_dir: str | Path, name: Any) -> tuple[int, Any] | None:
+    """(rate, samples) of the first PLAYED_SECONDS of a clip a record names (relative to the run folder), only when
+    it lies inside the run's evals/ folder and decodes; None otherwise."""
+    evals = (Path(run_dir) / EVALS_DIR).resolve()
+    path = (Path(run_dir) / str(name)).resolve()
+    if evals not in path.parents:
+        return None
+    try:
+        wav, rate = load_audio(path, None, seconds=PLAYED_SECONDS)
+    except AudioError:
+        return None
+    return rate, wav
 
 
 def _number(value: float | None, scale: float = 1.0, digits: int = 1) -> float | None:

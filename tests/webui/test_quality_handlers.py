@@ -66,8 +66,9 @@ def quality_run(tmp_path_factory, tiny_base):
 def test_fine_tune_tab_shows_the_scores_the_best_and_the_latest_clips(quality_run):
     ctx, run_dir = quality_run
     ctx.runner.state.run_dir = str(run_dir)  # the page attached to this run (as after a reload)
-    table, best, *players, seen = quality_refresh(ctx, "")
-    assert list(table["step"]) == [6, 3] and table.columns.tolist() == quality_view.QUALITY_COLUMNS
+    table, best, _voice, _plot, *players, seen = quality_refresh(ctx, "")
+    players = players[:QUALITY_PLAYERS]  # then the probe players (test_voice_run.py)
+    assert list(table["step"]) == [6, 3, 0] and table.columns.tolist() == quality_view.QUALITY_COLUMNS
     assert all(float(cer) > 0.5 for cer in table["CER"]), "noise is not understood"
     assert all(cell.startswith("— less than 0.3 s of speech") for cell in table["similarity"]), "says why it is empty"
     assert "Best checkpoint** by **cer**" in best and "step 3" in best
@@ -111,7 +112,7 @@ def test_quality_table_says_why_a_score_is_empty():
 @pytest.mark.slow
 def test_picking_a_run_fills_its_language_and_serves_no_file_of_it(quality_run):
     ctx, run_dir = quality_run
-    language, reference = run_selected(ctx, str(run_dir), "")
+    language, reference, *_sampling = run_selected(ctx, str(run_dir), "")
     assert language["value"] == "en"
     assert reference["value"] is None and "the run's own reference clip" in reference["label"]
 

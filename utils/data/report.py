@@ -13,6 +13,7 @@ import numpy as np
 
 from utils.constants import MAX_AUDIO_LENGTH
 from utils.data.csv_reader import CsvLayout, CsvRow, Problem, iter_rows
+from utils.text.visible import visible
 
 HISTOGRAM_EDGES = tuple(range(13))  # 1-second bins, 0-12 s; longer clips land in the last bin
 
@@ -86,6 +87,9 @@ class DatasetReport:
     _fingerprint: str = field(default="", repr=False)
     # audio location -> (size, sha256 of its first 64 KiB), as the check read it: the fingerprint needs no reread
     _heads: dict[str, tuple[int, str]] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.notes = [visible(note) for note in self.notes]  # they name files: shown for what they are
 
     @property
     def errors(self) -> list[Problem]:

@@ -35,6 +35,7 @@ from utils.data.progress import CountedProgress
 from utils.data.report import HISTOGRAM_EDGES, CheckStats, DatasetReport, UsableRows
 from utils.data.row_checks import TextChecker, check_row_audio, check_row_text, probe_limit
 from utils.text.languages import canonical_language, is_known_language, is_valid_language_code
+from utils.text.visible import with_visible_errors
 
 __all__ = [
     "EVAL_FRACTION",
@@ -317,6 +318,7 @@ def new_language_note(lang: str) -> str:
     )
 
 
+@with_visible_errors
 def validate_dataset(
     train_csv: str | os.PathLike,
     eval_csv: str | os.PathLike | None = None,
