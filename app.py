@@ -29,10 +29,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--max-failed-logins",
         type=int,
         default=5,
-        help="Failed logins of one user (within 10 minutes) before that user is refused for --login-lockout seconds.",
+        help="Failed logins of one user from one address (within 10 minutes) before that user is refused from that "
+        "address for --login-lockout seconds (another address is not affected).",
     )
     parser.add_argument(
-        "--login-lockout", type=float, default=300.0, help="Seconds a user is refused after too many failed logins."
+        "--login-lockout",
+        type=float,
+        default=300.0,
+        help="Seconds a user is refused from an address after too many failed logins; doubled at each new lockout.",
     )
     parser.add_argument(
         "--insecure-open",
@@ -74,14 +78,26 @@ def _raise_keyboard_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _login(args: argparse.Namespace):
-    """The login check: the one user and password, with failed logins slowed down and then refused for a while."""
+def _login(args: argparse.Namespace) -> dict:
+    """launch()'s login keywords: the one user and password, failed logins slowed down and then refused for a while
+    per client address (webui.login_guard), the address recorded and the login page's notice filled by a
+    middleware (webui.login_address); none without --auth."""
     if not args.auth:
-        return None
+        return {"auth": None}
+    from starlette.middleware import Middleware
+
+    from webui.login_address import LOGIN_NOTICE, LoginAddress
     from webui.login_guard import LoginGuard
 
+    # The client's address is the TCP peer's: X-Forwarded-For counts only from a proxy the operator names.
+    os.environ.setdefault("FORWARDED_ALLOW_IPS", "")
     user, password = args.auth.split(":", 1)
-    return LoginGuard(user, password, max_failures=args.max_failed_logins, lockout_s=args.login_lockout).auth()
+    guard = LoginGuard(user, password, max_failures=args.max_failed_logins, lockout_s=args.login_lockout)
+    return {
+        "auth": guard.auth(),
+        "auth_message": LOGIN_NOTICE,
+        "app_kwargs": {"middleware": [Middleware(LoginAddress, guard=guard)]},
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -110,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         server_name=args.host,
         server_port=args.port,
         share=args.share,
-        auth=_login(args),
+        **_login(args),
         # Only what the app hands out is served: exports and generated audio, never checkpoints or datasets.
         allowed_paths=[str(ctx.output_dir / "exports"), str(ctx.output_dir / "synthesized")],
         ssr_mode=False,

@@ -181,11 +181,13 @@ def evidence(trainer: Any) -> dict[str, Any]:
 
 
 def collate(trainer: Any, needed: int, row: Row | None = None) -> list[dict[str, Any]]:
-    """The run's training clips collated by the product's loader, in order (distinct clips in every batch); for a
-    `loader` row, the training loader's batches (random, or length-grouped as the run's sampler draws them)."""
-    model = trainer.model
-    training = bool(row and row.loader)
-    loader = model.get_data_loader(trainer.config, is_eval=not training, samples=trainer.train_samples, verbose=False)
+    """The run's training clips collated as training collates them: the product's training loader, one epoch's
+    batches (every clip once, so distinct clips in every batch; random batches, or length-grouped ones for a
+    grouping row). Its dataset cuts each clip's conditioning slice at a random offset, as every step of a run
+    sees it; the eval dataset's slice starts at offset 0, where coqui's mask of the conditioning segment (in
+    the wrong units, on a batch's last row) covers a whole ~11 s clip: a NaN mel loss at batch 1."""
+    model = trainer.model  # its group_by_length is the row's length_grouping (build_setup)
+    loader = model.get_data_loader(trainer.config, is_eval=False, samples=trainer.train_samples, verbose=False)
     batches = list(loader)
     if len(batches) < needed:
         raise RuntimeError(f"{len(batches)} batches collated, {needed} needed: the dataset is too small.")
@@ -197,10 +199,13 @@ def stepper(row: Row, trainer: Any, batches: int) -> Callable[[dict[str, Any]], 
     model, cuda = trainer.model, trainer.use_cuda
 
     def step(batch: dict[str, Any]) -> tuple[float, float, float]:
+        # coqui's GPT divides cond_idxs in place (on a CPU, in the loader's own tensor): a batch timed twice
+        # (epoch 2, FLOPs) gets a fresh copy each time.
+        batch = {**batch, "cond_idxs": batch["cond_idxs"].clone()}
         if not row.leaner:
             model.code_cache.clear()  # coqui's step encoded every clip with the DVAE at every epoch
         begin, cpu_begin = time.perf_counter(), time.process_time()
-        _, losses = trainer.train_step(dict(batch), batches, 0, time.time())
+        _, losses = trainer.train_step(batch, batches, 0, time.time())
         if cuda:
             torch.cuda.synchronize()
         return time.perf_counter() - begin, time.process_time() - cpu_begin, float(losses["loss"])

@@ -1,29 +1,31 @@
-"""The product's GPU table in one call on an air-gapped GPU box: wheels installed offline, every row, MFU.
+"""The product's GPU record in one call on an air-gapped GPU box (< 8 minutes): what the box has, the product's own
+journey start to ready/, the planner beside CUDA's peak per phase, and the step table.
 
-    python3 scripts/gather_wheels.py                 # here, with a package index: .whl/ (git-ignored, ~11 MiB)
-    python3 benchmarks/gpu_table.py --out "$OUT"     # on the box (device run, carry [".whl"]): < 10 minutes
-    python benchmarks/gpu_table.py --dry-run --out /tmp/gpu-table   # here, on the CPU: the same path, tiny model
+    python3 scripts/gather_wheels.py                      # here, with a package index: .whl/ (git-ignored)
+    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_table.py --out "$OUT"      # on the box (device run, carry .whl)
+    .venv/bin/python benchmarks/gpu_table.py --dry-run --out /tmp/gpu    # here: the same path, tiny, CPU
+    .venv/bin/python benchmarks/score_gpu_record.py /tmp/gpu             # afterwards: CER with Whisper tiny.en
 
-It installs `.whl/` with `pip install --no-index --no-deps --target /tmp/site`, then runs bench_train's rows
-(baseline, each optimization alone, all three, + leaner steps, + TF32, + 8-bit AdamW, + LoRA, length grouping on
-mixed-length clips, + torch.compile) at full size, batch 2 and 8 in each row's own process (one setup, both batch
-sizes; a row past its time budget or out of memory is an error row, the table goes on), then the memory planner's
-prediction for each measured row (in parallel on the CPU cores). FLOPs per step are counted with torch's
-FlopCounterMode on one more step of each row; MFU = the baseline step's FLOPs (no recompute: the model's own work)
-/ step time / the GPU's dense BF16 peak, looked up from its name (BF16_PEAK_TFLOPS, NVIDIA's datasheets); HFU
-counts what the row really executes (recompute included). torch.compile's compile time is what its warm-up steps
-took beyond ordinary steps. --dry-run runs the same code on this CPU with the tiny model, imports limited to what
-the box has plus the gathered wheels (benchmarks/box_imports), and the wheels' install checked for Python 3.12.
-Writes gpu_table.md, gpu_table.json and rows.log into --out.
+In order, each section written into gpu_record.json and gpu_record.md as it ends (a cut window keeps what ran):
+1. environment (benchmarks/gpu_env.py): torch, CUDA, cuDNN, BF16, SDPA kernels, FFmpeg/torchcodec, nvidia-ml-py,
+   bitsandbytes' CUDA kernels.
+2. journey (benchmarks/gpu_journey.py, its own process): `train_gpt` at full size, ~10 minutes of speech-like clips,
+   batch 8, 3 epochs, every optimization on, to ready/, scored; run.json's phase times and per-phase CUDA peaks;
+   what it spoke packed into journey.tar. Meanwhile the memory planner plans the same run on a CPU core.
+3. memory: per phase, the planner's plan beside the CUDA peak measured in it.
+4. rows (benchmarks/gpu_rows.py, one process for all): the guide's five rows at batch 8 beside its claims, then
+   8-bit AdamW, LoRA, length grouping, torch.compile last; appended to rows.jsonl as each finishes.
+The wheels in .whl/ are installed offline first (pip --no-index --target /tmp/site). --dry-run runs the same code on
+this CPU with the tiny model and a small configuration, imports limited to the box's image plus what
+scripts/gather_wheels.py carries (benchmarks/box_imports); the test suite runs it (tests/test_gpu_run.py).
+Files in --out: gpu_record.json, gpu_record.md, rows.jsonl, journey.tar (and the command's own log).
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import importlib.util
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -33,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+HERE = ROOT / "benchmarks"
+sys.path[:0] = [str(ROOT), str(HERE)]
 
 GIB = 1024**3
 # Dense (no sparsity) BF16 tensor-core peaks from NVIDIA's datasheets, TFLOP/s; the first name found in the
@@ -56,9 +58,18 @@ BF16_PEAK_TFLOPS = (
 )
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64")
 PLATFORMS += ("manylinux2014_x86_64",)
-IMPORT_CHECK = "import TTS.tts.layers.xtts.trainer.gpt_trainer, trainer, soundfile, librosa, bitsandbytes"
-# Rows whose step is the compiled row's step without compiling (the first one measured gives its FLOPs).
-UNCOMPILED_TWINS = ("+ TF32/cuDNN benchmark (train_gpt's default)", "all three + leaner steps")
+# The one device call (docs/benchmarks.md): carry [".whl"] (scripts/gather_wheels.py), timeout_s 590.
+DEVICE_COMMAND = (
+    'set -o pipefail; PYTHONUNBUFFERED=1 python3 benchmarks/gpu_table.py --out "$OUT" 2>&1 | tee "$OUT/run.log"'
+)
+IMPORT_CHECK = "import TTS.tts.layers.xtts.trainer.gpt_trainer, trainer, soundfile, bitsandbytes, jiwer, resemblyzer"
+# The full call's sizes (GPU) and the dry run's (this CPU, tiny model, short clips): under 8 minutes and under 2.
+# budget: seconds for it all; rows_min_s: kept for the rows after the journey (the guide's five at least).
+SIZES = {
+    "full": dict(budget=470.0, rows_min_s=140.0, journey_clips=(80, 8), epochs=3, batch=8, warmup=2, steps=5),
+    "dry": dict(budget=240.0, rows_min_s=60.0, journey_clips=(4, 2), epochs=1, batch=2, warmup=0, steps=1),
+}
+ROW_CLIPS = {"full": ((10.8, 11.5), (1.0, 11.5)), "dry": ((2.0, 3.0), (1.0, 3.0))}  # seconds: rows, mixed rows
 
 
 def bf16_peak(device_name: str) -> tuple[float | None, str]:
@@ -68,7 +79,7 @@ def bf16_peak(device_name: str) -> tuple[float | None, str]:
     return None, f"no BF16 peak known for {device_name!r}: MFU not computed"
 
 
-# --- the wheels ---------------------------------------------------------------------------------------------
+# --- the box's packages --------------------------------------------------------------------------------------
 
 
 def pip_install(wheels: list[Path], target: Path, for_box_python: bool) -> None:
@@ -81,304 +92,261 @@ def pip_install(wheels: list[Path], target: Path, for_box_python: bool) -> None:
     subprocess.run([*command, *map(str, wheels)], check=True)
 
 
-def box_environment(opts: argparse.Namespace, out: Path) -> dict[str, str]:
-    """Install the wheels (on the box: into --site; dry run: into a scratch folder for Python 3.12, imports then
-    limited to the box's image plus the wheels) and return the environment the rows run with."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+def box_environment(opts: argparse.Namespace) -> dict[str, Any]:
+    """On the box: the wheels installed into --site, on the path of this process and its children. Dry run: imports
+    limited to the box's image plus what gather_wheels carries (and, with --check-wheels, the wheels' install
+    checked for Python 3.12). Returns what was done and whether the benchmark's imports work."""
+    os.environ.update(PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1")  # no network on the box: fail fast, never wait
     wheels = sorted(opts.wheels.glob("*.whl"))
-    if not wheels:
-        print(f"No wheels in {opts.wheels}: using what this Python has (scripts/gather_wheels.py gathers them).")
-    elif opts.dry_run:
-        with tempfile.TemporaryDirectory() as scratch:
-            pip_install(wheels, Path(scratch), for_box_python=True)
-        print(f"{len(wheels)} wheels install for CPython 3.12 manylinux x86-64 (checked, not imported here)")
+    done: dict[str, Any] = {"wheels": len(wheels), "wheel_mib": round(sum(w.stat().st_size for w in wheels) / 2**20, 1)}
+    paths = []
+    if opts.dry_run:
         sys.path.insert(0, str(ROOT / "scripts"))
-        from gather_wheels import BOX_HAS
+        from gather_wheels import BOX_HAS, box_closure
 
-        allowed = out / "box_allowed.txt"
-        names = sorted(BOX_HAS | {w.name.split("-")[0] for w in wheels})
-        allowed.write_text("\n".join(names) + "\n", encoding="utf-8")
-        env["BOX_ALLOWED"] = str(allowed)
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "benchmarks" / "box_imports"), env.get("PYTHONPATH", "")])
-    else:
+        if wheels and opts.check_wheels:
+            with tempfile.TemporaryDirectory() as scratch:
+                pip_install(wheels, Path(scratch), for_box_python=True)
+            done["checked_for_python_3_12"] = True
+        allowed = Path(tempfile.gettempdir()) / f"box_allowed_{os.getpid()}.txt"
+        allowed.write_text("\n".join(sorted(BOX_HAS | set(box_closure()))) + "\n", encoding="utf-8")
+        os.environ["BOX_ALLOWED"] = str(allowed)
+        paths.append(str(HERE / "box_imports"))
+    elif wheels:
         started = time.perf_counter()
         pip_install(wheels, opts.site, for_box_python=False)
-        env["PYTHONPATH"] = os.pathsep.join([str(opts.site), env.get("PYTHONPATH", "")])
-        print(f"{len(wheels)} wheels installed into {opts.site} in {time.perf_counter() - started:.0f} s")
-    check = subprocess.run([sys.executable, "-c", IMPORT_CHECK], env=env, capture_output=True, text=True)
-    if check.returncode != 0:
-        raise SystemExit(f"The benchmark's imports fail with these wheels:\n{check.stderr[-1500:]}")
-    os.environ.update(env)  # this process (the planner's workers) and the rows alike
-    for path in reversed(env.get("PYTHONPATH", "").split(os.pathsep)):
-        if path and path not in sys.path:
-            sys.path.insert(0, path)
-    if "BOX_ALLOWED" in env:  # the same import limits in this process
-        spec = importlib.util.spec_from_file_location(
-            "box_imports", ROOT / "benchmarks" / "box_imports" / "sitecustomize.py"
-        )
+        done["install_s"] = round(time.perf_counter() - started, 1)
+        paths.append(str(opts.site))
+    os.environ["PYTHONPATH"] = os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    for path in reversed(paths):
+        sys.path.insert(0, path)
+    if opts.dry_run:  # the same import limits in this process
+        spec = importlib.util.spec_from_file_location("box_imports", HERE / "box_imports" / "sitecustomize.py")
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
-    return env
+    # In a process of its own, as the sections' processes import; read once the model is built (imports_checked).
+    done["_check"] = subprocess.Popen([sys.executable, "-c", IMPORT_CHECK], stderr=subprocess.PIPE, text=True)
+    return done
 
 
-# --- rows and planner ---------------------------------------------------------------------------------------
+def imports_checked(done: dict[str, Any]) -> dict[str, Any]:
+    """`box_environment`'s record with its import check's result."""
+    check = done.pop("_check")
+    _, errors = check.communicate()
+    return {**done, "imports": "ok" if check.returncode == 0 else f"FAILED: {errors.strip()[-600:]}"}
 
 
-def bench_options(opts: argparse.Namespace) -> argparse.Namespace:
-    import bench_train
-
-    argv = ["--device", opts.device, "--batches", *map(str, opts.batches), "--warmup", str(opts.warmup)]
-    argv += ["--steps", str(opts.steps), "--no-epoch2", "--extra-rows", "--flops", "--model-dir", str(opts.model_dir)]
-    argv += ["--tiny"] if opts.dry_run and opts.device == "cuda" else []
-    return bench_train.parse(argv)
+# --- the record -------------------------------------------------------------------------------------------
 
 
-def by_batch(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    if "by_batch" in record:
-        return record["by_batch"]
-    if "step_s" in record or "error" in record:
-        return {str(record.get("batch")): record}
-    return {}
+class Record:
+    """gpu_record.json and gpu_record.md in --out, rewritten whenever a section or row is added."""
+
+    def __init__(self, out: Path, data: dict[str, Any]) -> None:
+        self.out, self.data = out, data
+
+    def update(self, **sections: Any) -> None:
+        import gpu_report
+
+        self.data.update(sections)
+        self.data["wall_s"] = round(time.monotonic() - self.data["_started"], 1)
+        shown = {k: v for k, v in self.data.items() if not k.startswith("_")}
+        (self.out / "gpu_record.json").write_text(json.dumps(shown, indent=1, default=str), encoding="utf-8")
+        (self.out / "gpu_record.md").write_text(gpu_report.markdown(shown), encoding="utf-8")
 
 
-def run_order(rows: list[Any]) -> list[int]:
-    """Rows in the order they run: torch.compile right after 'all three + leaner steps' (its uncompiled twin),
-    so a budget cut at the end takes the cheaper, less asked-for rows, not the compile figure."""
-    order = list(range(len(rows)))
-    compiled = [i for i in order if rows[i].torch_compile]
-    rest = [i for i in order if i not in compiled]
-    leaner = next((rest.index(i) for i in rest if rows[i].name == UNCOMPILED_TWINS[1]), len(rest) - 1)
-    return rest[: leaner + 1] + compiled + rest[leaner + 1 :]
+def _child(script: str, *args: Any) -> list[str]:
+    return [sys.executable, str(HERE / script), *map(str, args)]
 
 
-def measure_rows(
-    bench: argparse.Namespace, deadline: float, out: Path, planner: Planner | None = None
-) -> list[dict[str, Any]]:
-    from dataclasses import asdict
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
+
+def prepare(opts: argparse.Namespace, size: dict[str, Any], device: str, scratch: Path) -> dict[str, Any]:
+    """The model folder and the clips (built on the box: real weights cannot travel), and the sections' configs."""
     import bench_common as common
-    import bench_train
-    from bench_row import skip_reason
+    from bench_end_to_end import write_real_length_dataset
 
-    rows = bench_train.all_rows(bench)
-    records: dict[int, dict[str, Any]] = {}
-    log = out / "rows.log"
-    with tempfile.TemporaryDirectory() as logs:
-        for index in run_order(rows):
-            row = rows[index]
-            reason = skip_reason(row, bench.device_type)
-            remaining = deadline - time.monotonic() - 20  # the planner and the table need a little
-            if not reason and remaining < 30:
-                reason = "not run: the table's time budget is spent"
-            if reason:
-                records[index] = {"name": row.name, "row": asdict(row), "skipped": reason}
-                continue
-            print(f"... {row.name} (batches {bench.batches}); load {common.load_average()}", flush=True)
-            timeout = min(bench.row_timeout * (2 if row.torch_compile else 1), remaining)  # compiling: minutes
-            record = {"name": row.name, **bench_train.run_in_subprocess(index, bench, Path(logs), timeout)}
-            record["row"] = asdict(row)
-            row_log = Path(logs) / f"row-{index}.log"
-            with open(log, "a", encoding="utf-8") as handle:
-                handle.write(f"===== {row.name}\n")
-                handle.write(row_log.read_text(encoding="utf-8", errors="replace") if row_log.is_file() else "")
-            for size, result in by_batch(record).items():
-                print(f"    batch {size}: {result.get('error') or summary(result)}", flush=True)
-            if planner:
-                planner.submit(record, bench)  # on the CPU cores while the next rows use the GPU
-            records[index] = record
-    return [records[index] for index in range(len(rows))]  # the table's order
-
-
-def summary(result: dict[str, Any]) -> str:
-    peak = result.get("gpu_peak_bytes") or result.get("cpu_allocator_peak_bytes") or 0
-    return f"{result['step_s']:.3f} s/step, peak {peak / GIB:.2f} GiB, {result.get('step_flops', 0) / 1e12:.2f} TFLOP"
-
-
-def _plan(task: tuple[Any, argparse.Namespace, int, dict[str, int]]) -> dict[str, Any]:
-    import bench_train
-
-    row, bench, size, shapes = task
-    options = copy.copy(bench)
-    options.batch = size
-    return bench_train.plan(row, options, shapes)
+    models = opts.model_dir or common.default_model_dir()
+    models.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    version = common.ensure_model(models, full_size=not opts.dry_run)
+    train, held_out = size["journey_clips"]
+    journey_csv, journey_eval = write_real_length_dataset(models / f"journey-{train}-{held_out}", train, held_out)
+    durations = common.ljspeech_like_durations(train + held_out, seed=20)
+    clips = (size["warmup"] + size["steps"] + 1) * size["batch"]
+    (low, high), mixed = ROW_CLIPS["dry" if opts.dry_run else "full"]
+    folder = models / f"gpu-rows-{clips}-{low:g}-{high:g}"
+    train_csv, eval_csv = common.write_dataset(folder, clips, 2, seconds=(low, high))
+    mixed_csv, _ = common.write_dataset(folder.with_name(folder.name + "-mixed"), 2 * clips, 2, seconds=mixed)
+    base = {"version": version, "model_dir": str(models), "device": device, "batch": size["batch"]}
+    extra = {"quality_eval_share": 1.0}  # every evaluation scored: each one's time and memory in the record
+    if opts.dry_run:  # one short sentence: the full-size HiFi-GAN decoder is slow on a CPU
+        extra.update(quality_eval=1, quality_max_audio_tokens=10, num_workers=0)
+    return {
+        "prepare_s": round(time.perf_counter() - started, 1),
+        "journey": {
+            **base,
+            "train_csv": str(journey_csv),
+            "eval_csv": str(journey_eval),
+            "epochs": size["epochs"],
+            "scratch": str(scratch),
+            "clip_seconds": durations[:train],
+            "audio_minutes": round(sum(durations) / 60, 1),
+            "extra": extra,
+        },
+        "rows": {
+            **base,
+            "train_csv": str(train_csv),
+            "eval_csv": str(eval_csv),
+            "mixed_train_csv": str(mixed_csv),
+            "warmup": size["warmup"],
+            "steps": size["steps"],
+            "leave_out": opts.leave_out,
+            "row_budget_s": 10.0 if opts.dry_run else 25.0,
+            "compile_budget_s": 30.0 if opts.dry_run else 100.0,
+        },
+    }
 
 
-class Planner:
-    """The planner's worst case and same-shapes peak per measured row and batch, in worker processes (CPU only),
-    started as each row is measured; whatever is not done by the deadline is said so."""
+def run_journey(scratch: Path, out: Path, timeout: float) -> dict[str, Any]:
+    """The journey's process and its record; past `timeout`, what its run folder holds so far."""
+    import gpu_journey
 
-    def __init__(self) -> None:
-        self.pool = multiprocessing.get_context("fork").Pool(max(1, min(6, (os.cpu_count() or 2) - 2)))
-        self.pending: list[tuple[dict[str, Any], Any]] = []
-
-    def submit(self, record: dict[str, Any], bench: argparse.Namespace) -> None:
-        from bench_row import Row
-
-        row = Row(**{**record["row"], "extras": tuple(record["row"]["extras"])})
-        for size, result in by_batch(record).items():
-            if "shapes" in result:
-                self.pending.append(
-                    (result, self.pool.apply_async(_plan, ((row, bench, int(size), result["shapes"]),)))
-                )
-
-    def collect(self, deadline: float) -> None:
-        try:
-            for result, future in self.pending:
-                try:
-                    result["planner"] = future.get(timeout=max(1.0, deadline - time.monotonic()))
-                except multiprocessing.TimeoutError:
-                    result["planner"] = {"note": "planner not run: the table's time budget is spent"}
-                except Exception as exc:  # noqa: BLE001 - a planner failure is one cell, not the table
-                    result["planner"] = {"note": f"planner failed: {type(exc).__name__}: {str(exc)[:120]}"}
-        finally:
-            self.pool.terminate()
+    result = out / "journey.json"
+    started = time.perf_counter()
+    try:
+        subprocess.run(_child("gpu_journey.py", "run", scratch / "journey.json", result), timeout=timeout, check=False)
+        journey = json.loads(result.read_text(encoding="utf-8"))
+    except subprocess.TimeoutExpired:
+        journey = gpu_journey.partial(scratch, out, f"stopped after {timeout:.0f} s, the call's time for it")
+        journey["seconds"] = round(time.perf_counter() - started, 1)
+    except (FileNotFoundError, json.JSONDecodeError) as exc:
+        journey = {"ok": False, "error": f"the journey's process left no record ({type(exc).__name__})"}
+    result.unlink(missing_ok=True)  # folded into the record
+    return journey
 
 
-# --- FLOPs, MFU and the table -------------------------------------------------------------------------------
-
-
-def add_flops(records: list[dict[str, Any]], peak: float | None) -> None:
-    named = {r["name"]: by_batch(r) for r in records}
-    model_flops = {size: res.get("step_flops") for size, res in by_batch(records[0]).items()}  # the baseline
-    for record in records:
-        row = record["row"]
-        for size, result in by_batch(record).items():
-            if "step_s" not in result:
-                continue
-            executed = result.get("step_flops")
-            if executed is None and row["torch_compile"]:
-                twins = [named.get(n, {}).get(size, {}).get("step_flops") for n in UNCOMPILED_TWINS]
-                executed = next((f for f in twins if f), None)
-                result["step_flops_from"] = "FLOPs of the same step uncompiled"
-            result["executed_flops"] = executed
-            comparable = row["lora_rank"] == 0 and not row["loader"] and model_flops.get(size)
-            if peak and comparable:
-                result["mfu"] = model_flops[size] / result["step_s"] / peak
-            if peak and executed:
-                result["hfu"] = executed / result["step_s"] / peak
-
-
-def fmt(value: Any, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
-
-
-def table(records: list[dict[str, Any]], size: str) -> str:
-    import bench_common as common
-
-    header = ["configuration", "step (s)", "samples/s", "peak (GiB)", "planner, same shapes (GiB)"]
-    header += ["planner, worst case (GiB)", "TFLOP/step (executed)", "MFU", "HFU", "compile (s)", "note"]
-    rows = []
-    for record in records:
-        result = by_batch(record).get(size)
-        if result is None or "step_s" not in result:
-            note = record.get("skipped") or (result or record).get("error", "")
-            rows.append([record["name"], *[""] * (len(header) - 2), note])
-            continue
-        peak = result.get("gpu_peak_bytes") or result.get("cpu_allocator_peak_bytes")
-        plan = result.get("planner", {})
-        same, worst = plan.get("same_shapes_bytes"), plan.get("worst_case_bytes")
-        rows.append(
-            [
-                record["name"],
-                f"{result['step_s']:.3f}",
-                f"{result['samples_per_s']:.2f}",
-                fmt(peak and peak / GIB, ".2f"),
-                fmt(same and same / GIB, ".2f"),
-                fmt(worst and worst / GIB, ".2f"),
-                fmt(result.get("executed_flops") and result["executed_flops"] / 1e12, ".3g"),
-                fmt(result.get("mfu"), ".1%"),
-                fmt(result.get("hfu"), ".1%"),
-                fmt(result.get("compile_s"), ".0f"),
-                "; ".join(filter(None, [plan.get("note", ""), result.get("step_flops_from", "")])),
-            ]
-        )
-    return common.markdown_table(header, rows)
-
-
-def write(records: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> str:
-    lines = [
-        f"Device: {meta['device']}  ",
-        f"Peak used for MFU: {meta['peak_source']}  ",
-        f"Model: {meta['model']}; {meta['versions']}  ",
-        f"{meta['warmup']} warm-up + {meta['steps']} timed steps per batch size, each row in its own process "
-        f"(budget {meta['row_timeout']:.0f} s); whole table {meta['wall_s']:.0f} s; {meta['date']}  ",
-        f"Command: `{meta['command']}`",
-        "",
-        "MFU: the baseline step's FLOPs (FlopCounterMode, no recompute) / step time / the BF16 peak, for the rows "
-        "that do the baseline's work (not LoRA, not the mixed-length rows); HFU: the row's executed FLOPs "
-        "(recompute included). Peak: CUDA max_memory_allocated (CPU: the allocator's events of one step). The "
-        "mixed-length rows train other clips (1-11.5 s): compare them with each other.",
-    ]
-    for size in meta["batches"]:
-        lines += ["", f"Batch {size}:", "", table(records, str(size))]
-    text = "\n".join(lines) + "\n"
-    (out / "gpu_table.md").write_text(text, encoding="utf-8")
-    (out / "gpu_table.json").write_text(json.dumps({"meta": meta, "rows": records}, indent=2), encoding="utf-8")
-    return text
+def run_rows(config: dict[str, Any], out: Path, record: Record, deadline: float) -> None:
+    """The rows' process, its rows taken into the record as each one lands; stopped at the deadline."""
+    rows_file = out / "rows.jsonl"
+    rows_file.unlink(missing_ok=True)
+    config_file = Path(config["scratch_dir"]) / "rows.json"
+    config_file.write_text(json.dumps({**config, "deadline": deadline}), encoding="utf-8")
+    process = subprocess.Popen(_child("gpu_rows.py", config_file, rows_file))
+    seen = 0
+    while True:
+        ended = process.poll() is not None
+        rows = _read_rows(rows_file)
+        if len(rows) != seen:
+            seen = len(rows)
+            record.update(rows=rows)
+        if ended:
+            break
+        if time.time() > deadline + 15:
+            process.kill()
+            record.update(rows=rows, rows_cut="the rows' process was stopped at the call's time budget")
+            break
+        time.sleep(2)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "gpu-table"))
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "gpu-record"))
     parser.add_argument("--dry-run", action="store_true", help="On this CPU with the tiny model: the same path.")
     parser.add_argument("--wheels", type=Path, default=ROOT / ".whl")
     parser.add_argument("--site", type=Path, default=Path("/tmp/site"))
-    parser.add_argument("--batches", type=int, nargs="+", default=None, help="Default 2 8 (dry run: 1 2).")
-    parser.add_argument("--warmup", type=int, default=None, help="Untimed steps first (default 2; dry run 1).")
-    parser.add_argument("--steps", type=int, default=None, help="Timed steps (default 5; dry run 1).")
-    parser.add_argument("--budget", type=float, default=None, help="Seconds for it all (default 560; dry 1800).")
-    parser.add_argument("--row-timeout", type=float, default=None, help="Seconds per row, 2x compiling (200; dry 300).")
+    parser.add_argument("--check-wheels", action="store_true", help="Dry run: check the wheels install for 3.12.")
+    parser.add_argument("--budget", type=float, default=None, help="Seconds for it all (default 470; dry 240).")
     parser.add_argument("--model-dir", type=Path, default=None)
+    parser.add_argument(
+        "--leave-out",
+        nargs="*",
+        default=None,
+        help="Rows (by name) not to run (dry run default: torch.compile, ~1 minute of compiling on a CPU; give "
+        "--leave-out alone to run it).",
+    )
     opts = parser.parse_args(argv)
-    dry = opts.dry_run
-    opts.batches = opts.batches or ([1, 2] if dry else [2, 8])
-    opts.warmup = opts.warmup if opts.warmup is not None else (1 if dry else 2)
-    opts.steps = opts.steps or (1 if dry else 5)
-    opts.budget = opts.budget or (1800.0 if dry else 560.0)
-    opts.row_timeout = opts.row_timeout or (300.0 if dry else 200.0)
+    if opts.leave_out is None:
+        opts.leave_out = ["+ torch.compile (GPT blocks)"] if opts.dry_run else []
     return opts
 
 
 def main(argv: list[str] | None = None) -> int:
-    started = time.monotonic()
     opts = parse(argv)
-    deadline = started + opts.budget
+    size = SIZES["dry" if opts.dry_run else "full"]
+    started = time.monotonic()
+    deadline = time.time() + (opts.budget or size["budget"])
     opts.out.mkdir(parents=True, exist_ok=True)
-    box_environment(opts, opts.out)
-    import bench_common as common
-    import bench_train
+    installed = box_environment(opts)
+    import gpu_env
+    import gpu_journey
     import torch
 
-    opts.device = "cpu" if opts.dry_run or not torch.cuda.is_available() else "cuda"
-    if not opts.dry_run and opts.device == "cpu":
+    cuda = torch.cuda.is_available() and not opts.dry_run
+    device = "cuda" if cuda else "cpu"
+    if not cuda and not opts.dry_run:
         raise SystemExit("No CUDA GPU here: use --dry-run for the CPU check.")
-    opts.model_dir = opts.model_dir or common.default_model_dir()
-    bench = bench_options(opts)
-    bench.row_timeout = opts.row_timeout
-    bench_train.prepare(bench)
-    planner = Planner()
-    records = measure_rows(bench, deadline, opts.out, planner)
-    planner.collect(deadline)
-    if opts.device == "cuda":
-        device = f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})"
-    else:
-        device = common.machine()
-    peak, source = bf16_peak(device) if opts.device == "cuda" else (None, "a CPU: MFU not computed")
-    add_flops(records, peak)
-    meta = {
-        "device": device,
-        "peak_source": source,
-        "model": "XTTS v2 GPT tiny (dry run)" if opts.dry_run else "XTTS v2 GPT full size, random weights",
-        "versions": ", ".join(f"{k} {v}" for k, v in common.library_versions().items()),
-        "batches": opts.batches,
-        "warmup": opts.warmup,
-        "steps": opts.steps,
-        "row_timeout": opts.row_timeout,
-        "wall_s": time.monotonic() - started,
-        "date": common.now(),
-        "command": "python " + " ".join(sys.argv),
-    }
-    print("\n" + write(records, meta, opts.out))
+    record = Record(opts.out, {"_started": started, "dry_run": opts.dry_run, "command": " ".join(sys.argv)})
+    record.update(
+        device=torch.cuda.get_device_name(0) if cuda else f"CPU ({os.cpu_count()} cores), dry run",
+        date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        torch=torch.__version__,
+        environment=gpu_env.environment(device),
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        configs = prepare(opts, size, device, Path(scratch))
+        record.data["environment"]["install"] = imports_checked(installed)
+        journey_config, rows_config = configs["journey"], {**configs["rows"], "scratch_dir": scratch}
+        record.update(prepare_s=configs["prepare_s"], audio_minutes=journey_config["audio_minutes"])
+        (Path(scratch) / "journey.json").write_text(json.dumps(journey_config), encoding="utf-8")
+        planner = subprocess.Popen(
+            _child("gpu_journey.py", "plan", Path(scratch) / "journey.json", Path(scratch) / "plan.json")
+        )
+        print("... journey: train_gpt start to ready/", flush=True)
+        # The journey first: it may take all but the time of the guide's rows (the rest of the rows then yield).
+        journey = run_journey(Path(scratch), opts.out, max(60.0, deadline - time.time() - size["rows_min_s"]))
+        record.update(journey=journey)
+        print(f"    journey ok: {journey.get('ok')} in {journey.get('seconds')} s", flush=True)
+        run_rows(rows_config, opts.out, record, deadline)
+        plan = _planner_result(planner, Path(scratch) / "plan.json", deadline + 20)
+        record.update(plan=plan, memory=gpu_journey.memory_rows(journey, plan if "error" not in plan else None))
+    finish_rows(record)
+    print("\n" + (opts.out / "gpu_record.md").read_text(encoding="utf-8"), flush=True)
     return 0
+
+
+def _planner_result(process: subprocess.Popen, path: Path, until: float) -> dict[str, Any]:
+    try:
+        process.wait(timeout=max(1.0, until - time.time()))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return {"error": "the planner was not done within the call's time budget"}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError) as exc:
+        return {"error": f"no plan: {exc}"}
+
+
+def finish_rows(record: Record) -> None:
+    """Speed-up against the baseline, the guide's claims beside it, MFU (the baseline's FLOPs / step time / peak)."""
+    from gpu_rows import GUIDE_CLAIMS, SAME_WORK
+
+    rows = record.data.get("rows") or []
+    baseline = next((r for r in rows if r["name"] == next(iter(GUIDE_CLAIMS)) and "step_s" in r), None)
+    peak, source = bf16_peak(record.data.get("device", "")) if not record.data.get("dry_run") else (None, "a CPU")
+    for row in rows:
+        claim = GUIDE_CLAIMS.get(row["name"])
+        if claim:
+            row["guide"] = {"speedup": claim[0], "peak_gb": claim[1]}
+        if baseline and "step_s" in row:
+            row["speedup"] = round(baseline["step_s"] / row["step_s"], 3)
+            flops = baseline.get("step_flops")
+            if peak and flops and row["name"] in SAME_WORK:
+                row["mfu"] = round(flops / row["step_s"] / peak, 4)
+    record.update(rows=rows, mfu_peak=source)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,11 @@ def plan_rows(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def _where(estimate) -> str:  # type: ignore[no-untyped-def]
+    """The run's phase that sets the peak, and within a training step its part (forward, backward, optimizer)."""
+    return f"{estimate.peak_phase} ({estimate.step_phase})" if estimate.step_phase else estimate.peak_phase
+
+
 def table(rows: list[dict]) -> str:
     header = (
         "| configuration | batch | peak (GiB) | phase | "
@@ -83,7 +88,7 @@ def table(rows: list[dict]) -> str:
         parts = " | ".join(f"{e.breakdown_gib[c]:.2f}" for c in COLUMNS)
         ratio = e.peak_gib / baseline[e.batch_size]
         lines.append(
-            f"| {r['name']} | {e.batch_size} | **{e.peak_gib:.2f}** | {e.peak_phase} | {parts} | {ratio:.0%} "
+            f"| {r['name']} | {e.batch_size} | **{e.peak_gib:.2f}** | {_where(e)} | {parts} | {ratio:.0%} "
             f"| {r['seconds']:.1f} |"
         )
     return "\n".join(lines)

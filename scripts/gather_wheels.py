@@ -8,6 +8,9 @@ pip and the standard library are used, so it runs before any environment exists.
 
     python3 scripts/gather_wheels.py            # then, on the box: benchmarks/gpu_table.py installs them
 
+`box_closure()` names the same distributions from this environment's installed metadata, without downloading:
+what the GPU call's CPU dry run lets import.
+
 bitsandbytes ships its library for every CUDA and ROCm release (41 MiB); the box's PyTorch is CUDA 13.0, so
 its wheel is repacked with the CUDA 13.x and CPU libraries alone (4 MiB; the RECORD rewritten to match).
 """
@@ -23,6 +26,7 @@ import sys
 import zipfile
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from pip._vendor.packaging.requirements import Requirement
 
@@ -53,11 +57,28 @@ _BOX_IMAGE = """
     xxhash yarl zipp"""
 BOX_HAS = frozenset(_BOX_IMAGE.split())
 # What the benchmark imports that the box lacks (coqui's XTTS training path, 8-bit AdamW, the product's audio I/O;
-# `import TTS` refuses to start without torchcodec beside torch >= 2.9, though WAV clips are read by soundfile).
-ROOTS = ("coqui-tts", "coqui-tts-trainer", "bitsandbytes", "soundfile", "torchcodec")
+# `import TTS` refuses to start without torchcodec beside torch >= 2.9, though WAV clips are read by soundfile), and
+# the scored evaluation's CER arithmetic (jiwer), speaker similarity (resemblyzer) and naturalness (distillmos; both
+# with their weights in the wheel).
+# Whisper (faster-whisper, CTranslate2, PyAV and a model) does not fit: the CER is computed afterwards, on a CPU
+# (benchmarks/score_gpu_record.py).
+ROOTS = (
+    "coqui-tts",
+    "coqui-tts-trainer",
+    "bitsandbytes",
+    "soundfile",
+    "torchcodec",
+    "jiwer",
+    "resemblyzer",
+    "distillmos",
+)
 # Declared by coqui-tts but never imported on the XTTS training path (the alignment search of other
-# models); leaving it out keeps the folder small. A row that needed it would fail with its name.
-NOT_NEEDED = frozenset({"monotonic-alignment-search"})
+# models); leaving it out keeps the folder small. A row that needed it would fail with its name. `typing` is
+# resemblyzer's backport of a module the standard library has.
+NOT_NEEDED = frozenset({"monotonic-alignment-search", "typing"})
+# A requirement served by another distribution: resemblyzer asks for webrtcvad, published as source only;
+# webrtcvad-wheels ships the same module prebuilt (as requirements.txt installs it here).
+SUBSTITUTES = {"webrtcvad": "webrtcvad-wheels"}
 # A marker environment of the box, for the Requires-Dist lines that carry one.
 MARKERS = {
     "python_version": PYTHON,
@@ -72,7 +93,12 @@ MARKERS = {
 }
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64")
 PLATFORMS += ("manylinux2014_x86_64", "manylinux1_x86_64", "any")
-BNB_KEEP = re.compile(r"libbitsandbytes_(cpu|cuda13\d*)\.so$")
+# Files left out of a wheel: bitsandbytes' libraries for other CUDA and ROCm releases (the box's torch is cu130);
+# xls-r-sqa's own quality models (15 MiB), of which distillmos imports only the code.
+SLIM = {
+    "bitsandbytes": re.compile(r"libbitsandbytes_(?!(cpu|cuda13\d*)\.so$)\w+\.so$"),
+    "xls-r-sqa": re.compile(r"^xls_r_sqa/models/.*\.pt$"),
+}
 
 
 def canonical(name: str) -> str:
@@ -133,13 +159,35 @@ def requirements(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as archive:
         meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         text = archive.read(meta).decode("utf-8")
+    lines = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Requires-Dist:")]
+    return _needed(lines)
+
+
+def _needed(lines: list[str]) -> list[str]:
     needed = []
-    for line in text.splitlines():
-        if line.startswith("Requires-Dist:"):
-            req = Requirement(line.split(":", 1)[1].strip())
-            if req.marker is None or req.marker.evaluate(MARKERS):
-                needed.append(canonical(req.name))
+    for line in lines:
+        req = Requirement(line)
+        if req.marker is None or req.marker.evaluate(MARKERS):
+            needed.append(canonical(req.name))
     return needed
+
+
+def _walk(needs: Any) -> list[str]:
+    """The distributions to carry, ROOTS first, then what each needs (`needs(name)`), minus what the box has."""
+    queue, seen = [canonical(r) for r in ROOTS], []
+    while queue:
+        name = queue.pop(0)
+        name = SUBSTITUTES.get(name, name)
+        if name in seen or name in BOX_HAS or name in NOT_NEEDED:
+            continue
+        seen.append(name)
+        queue += needs(name)
+    return seen
+
+
+def box_closure() -> list[str]:
+    """What `gather` fetches, named from this environment's installed metadata (no download)."""
+    return _walk(lambda name: _needed(metadata.requires(name) or []))
 
 
 def _record_line(name: str, data: bytes) -> str:
@@ -147,15 +195,11 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def slim_bitsandbytes(wheel: Path) -> None:
-    """Keep the CUDA 13 and CPU libraries only (the box's torch is cu130); RECORD rewritten to match."""
+def slim_wheel(wheel: Path, drop: re.Pattern[str]) -> None:
+    """Repack `wheel` without the files whose names match `drop`; RECORD rewritten to match."""
     slim = wheel.with_suffix(".slim")
     with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(slim, "w", zipfile.ZIP_DEFLATED) as target:
-        kept = [
-            i
-            for i in source.infolist()
-            if not re.search(r"libbitsandbytes_\w+\.so$", i.filename) or BNB_KEEP.search(i.filename)
-        ]
+        kept = [i for i in source.infolist() if not drop.search(i.filename)]
         record = next(i.filename for i in kept if i.filename.endswith(".dist-info/RECORD"))
         lines = []
         for info in kept:
@@ -171,19 +215,18 @@ def slim_bitsandbytes(wheel: Path) -> None:
 def gather(dest: Path) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     pinned, local = pins(), venv_versions()
-    queue, seen, wheels = [canonical(r) for r in ROOTS], set(), []
-    while queue:
-        name = queue.pop(0)
-        if name in seen or name in BOX_HAS or name in NOT_NEEDED:
-            continue
-        seen.add(name)
+    wheels = []
+
+    def fetch(name: str) -> list[str]:
         version = chosen_version(name, pinned, local)
         wheel = download(f"{name}=={version}" if version else name, dest)
-        if name == "bitsandbytes":
-            slim_bitsandbytes(wheel)
+        if name in SLIM:
+            slim_wheel(wheel, SLIM[name])
         wheels.append(wheel)
         print(f"{wheel.name:70s} {wheel.stat().st_size / 1024**2:6.2f} MiB", flush=True)
-        queue += requirements(wheel)
+        return requirements(wheel)
+
+    _walk(fetch)
     return wheels
 
 

@@ -1,20 +1,27 @@
 """The GPU run in one call: the wheels gathered for the box (bitsandbytes slimmed to the box's CUDA and still
-installable, Requires-Dist read for the box's Python), the box's imports simulated, the MFU peak looked up."""
+installable, Requires-Dist read for the box's Python), the box's imports simulated, the MFU peak looked up, the
+planner's phases beside the measured ones, and the whole call's CPU dry run (tiny model) with its scoring afterwards."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
+import re
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "benchmarks")]
 
 import gather_wheels  # noqa: E402
+import gpu_journey  # noqa: E402
 import gpu_table  # noqa: E402
 
 LIBS = ("cpu", "cuda118", "cuda128", "cuda130", "rocm64")
@@ -36,7 +43,7 @@ def _fake_bitsandbytes(folder: Path) -> Path:
 
 def test_bitsandbytes_keeps_the_box_cuda_and_cpu_libraries_and_still_installs(tmp_path):
     wheel = _fake_bitsandbytes(tmp_path)
-    gather_wheels.slim_bitsandbytes(wheel)
+    gather_wheels.slim_wheel(wheel, gather_wheels.SLIM["bitsandbytes"])
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         assert {n for n in names if n.endswith(".so")} == {
@@ -99,3 +106,94 @@ def test_mfu_peak_is_looked_up_from_the_device_name():
     assert gpu_table.bf16_peak("NVIDIA GeForce RTX 4090")[0] == 165.2e12
     peak, why = gpu_table.bf16_peak("Some Future GPU")
     assert peak is None and "no BF16 peak known" in why
+
+
+def test_the_box_closure_carries_scoring_and_leaves_out_what_the_box_has():
+    names = gather_wheels.box_closure()
+    assert {"coqui-tts", "bitsandbytes", "jiwer", "rapidfuzz", "resemblyzer", "webrtcvad-wheels"} <= set(names)
+    assert not set(names) & gather_wheels.BOX_HAS  # torch, numpy, transformers... travel with the box's image
+    assert "webrtcvad" not in names and "typing" not in names  # a source-only package, a standard-library backport
+
+
+def test_memory_rows_use_the_planners_phases_when_it_gives_them():
+    journey = {"phase_peak_gib": {"train_steps": 8.0, "eval_loss": 3.0, "scored_eval": 6.0, "saves": 4.0}}
+    by_phase = {"training step": 8.4, "eval loss": 3.0, "scored evaluation": 5.7, "checkpoint save": 4.1}
+    plan = {"peak_gib": 8.4, "phase_peaks_gib": {**by_phase, "best model reload": 7.0}}
+    rows = gpu_journey.memory_rows(journey, plan)
+    assert [(r["phase"], r["planned_gib"], r["measured_gib"]) for r in rows] == [
+        ("training step", 8.4, 8.0),
+        ("eval loss", 3.0, 3.0),
+        ("scored evaluation", 5.7, 6.0),
+        ("checkpoint save", 4.1, 4.0),
+        ("best model reload", 7.0, None),  # a phase the planner names and the run does not time
+    ]
+    assert rows[0]["planner_error"] == pytest.approx(0.05) and rows[2]["planner_error"] == pytest.approx(-0.05)
+    step_only = gpu_journey.memory_rows(journey, {"peak_gib": 8.4, "phase_peaks_gib": None})
+    assert [r["planned_gib"] for r in step_only] == [8.4, None, None, None]
+
+
+def test_the_documented_device_command_fits_the_device_tool():
+    docs = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert gpu_table.DEVICE_COMMAND in docs and len(gpu_table.DEVICE_COMMAND) <= 2000
+    assert "benchmarks/gpu_table.py" in gpu_table.DEVICE_COMMAND and '"$OUT"' in gpu_table.DEVICE_COMMAND
+
+
+@pytest.mark.slow  # the whole call on this CPU: the tiny model's journey and every row (~2 minutes when quiet)
+def test_the_dry_run_writes_every_section_and_its_wavs_are_scored_afterwards(tmp_path):
+    out = tmp_path / "out"
+    command = [sys.executable, str(ROOT / "benchmarks" / "gpu_table.py"), "--dry-run", "--out", str(out)]
+    command += ["--model-dir", str(tmp_path / "models"), "--budget", "1800"]  # a loaded machine is not cut short
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=2400)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["gpu_record.json", "gpu_record.md", "journey.tar", "rows.jsonl"]  # the device tool returns 8
+    assert all((out / f).stat().st_size < 16 * 1024**2 for f in files)
+    record = json.loads((out / "gpu_record.json").read_text())
+    assert record["environment"]["install"]["imports"] == "ok"  # with the box's packages only
+    journey = record["journey"]
+    assert journey["ok"] and journey["status"] == "finished" and journey["phase_seconds"]["train_steps"] > 0
+    (evaluation,) = journey["evaluations"]
+    assert any("no speech recogniser here" in r for r in evaluation["reasons"])  # no Whisper on the box
+    assert [m["phase"] for m in record["memory"]][:4] == [p for _, p in gpu_journey.PHASES]
+    assert record["memory"][0]["planned_gib"] > 0
+    rows = {r["name"]: r for r in record["rows"]}
+    assert list(rows)[:5] == list(gpu_table_rows_guide())
+    assert all(rows[name]["step_s"] > 0 and rows[name]["guide"] for name in gpu_table_rows_guide())
+    assert "8-bit" in " ".join(rows) and "left out" in rows["+ torch.compile (GPT blocks)"]["skipped"]
+    assert len(json.loads("[" + ",".join((out / "rows.jsonl").read_text().splitlines()) + "]")) == len(rows)
+    with tarfile.open(out / "journey.tar") as archive:
+        names = archive.getnames()
+    assert "real/0.wav" in names and any(re.fullmatch(r"evals/step_\d+/0\.wav", n) for n in names)
+    markdown = (out / "gpu_record.md").read_text()
+    assert "| baseline (coqui's step as shipped) |" in markdown and "| training step |" in markdown
+    scored = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "score_gpu_record.py"), str(out)], capture_output=True, text=True
+    )
+    assert scored.returncode == 0, scored.stderr[-2000:]
+    quality = json.loads((out / "gpu_record.json").read_text())["journey"]["quality"]
+    assert quality["cer"] is not None and "Whisper tiny.en" in quality["scored_afterwards"]
+
+
+def gpu_table_rows_guide() -> list[str]:
+    from gpu_rows import GUIDE_CLAIMS
+
+    return list(GUIDE_CLAIMS)
+
+
+def test_a_journey_cut_by_the_window_keeps_its_steps_evaluations_and_clips(tmp_path):
+    run_dir = tmp_path / "scratch" / "journey" / "en-x-20261126-100000"
+    (run_dir / "evals" / "step_10").mkdir(parents=True)
+    (run_dir / "evals" / "step_10" / "0.wav").write_bytes(b"RIFF....WAVE")
+    run_json = {"status": "running", "quality": {"sentences": ["hello there"], "real_clips": [None]}}
+    (run_dir / "run.json").write_text(json.dumps(run_json))
+    lines = [{"type": "train", "step": s, "step_time": 0.2} for s in (1, 2, 10)]
+    lines.append({"type": "quality", "step": 10, "cer": None, "similarity": 0.4, "reasons": ["cer: no Whisper"]})
+    (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    journey = gpu_journey.partial(tmp_path / "scratch", out, "stopped after 200 s")
+    assert journey["ok"] is False and journey["error"] == "stopped after 200 s" and journey["steps"] == 10
+    assert journey["quality"]["similarity"] == 0.4 and journey["status"] == "running"
+    with tarfile.open(out / "journey.tar") as archive:
+        assert "evals/step_10/0.wav" in archive.getnames() and "sentences.json" in archive.getnames()
+    assert gpu_journey.partial(tmp_path / "nothing", out, "cut")["error"] == "cut"

@@ -12,9 +12,9 @@ from typing import Any
 
 from utils.options.arguments import TrainArguments, argument_defaults
 from utils.options.input_files import check_input_files
+from utils.text.visible import with_visible_errors
 from utils.training import distributed
 from utils.training.outcome import TrainResult
-from utils.training.run import TrainingRun
 
 __all__ = ["TrainResult", "estimate_gpt_memory", "fit_my_gpu", "train_gpt"]
 
@@ -24,6 +24,7 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 DEFAULTS = argument_defaults()
 
 
+@with_visible_errors
 def train_gpt(
     custom_model: str = DEFAULTS["custom_model"],
     version: str = DEFAULTS["version"],
@@ -68,21 +69,30 @@ def train_gpt(
         from utils.training.launcher import launch
 
         return launch(args, progress_callback, stop_event, audio_roots=audio_roots)  # this function once per device
+    # Imported here: the training stack (coqui, transformers) takes seconds to import, which a notebook's
+    # estimate_gpt_memory or fit_my_gpu does not need.
+    from utils.training.run import TrainingRun
+
     return TrainResult.of(TrainingRun(args, progress_callback, stop_event, audio_roots=audio_roots).execute())
 
 
+@with_visible_errors
 def estimate_gpt_memory(*args: Any, **kwargs: Any) -> Any:
     """Predicted peak GPU memory of `train_gpt` called with the same arguments, and its breakdown, without
-    loading weights: `peak_gib, breakdown = estimate_gpt_memory(version="v2.0.2", batch_size=8)`. Also takes
-    batch_size="auto". See utils.memory_plan.planner.estimate_gpt_memory for the planner's own options."""
+    loading weights: `peak_gib, breakdown = estimate_gpt_memory(version="v2.0.2", batch_size=8)`. The peak is the
+    largest of the run's phases (`.phase_peaks_gib`: training step, eval loss, scored evaluation, checkpoint save;
+    `.peak_phase` names it). Also takes batch_size="auto". See utils.memory_plan.planner.estimate_gpt_memory for the
+    planner's own options."""
     from utils.memory_plan.planner import estimate_gpt_memory as estimate
 
     return estimate(*args, **kwargs)
 
 
+@with_visible_errors
 def fit_my_gpu(*args: Any, card_gb: float | None = None, free_bytes: int | None = None, **kwargs: Any) -> Any:
     """The fastest configuration of train_gpt's arguments that fits the GPU (its free memory, `card_gb` =
-    4, 6, 8, 12, 16, 24, 48 or 80, or `free_bytes`), keeping batch_size x grad_acumm, and why:
+    4, 6, 8, 12, 16, 24, 48 or 80, or `free_bytes`), keeping batch_size x grad_acumm (at most `train_rows=`, the
+    dataset's training clips), and why:
     `fit = fit_my_gpu(card_gb=8, version="v2.0.2"); print(fit.to_markdown()); train_gpt(..., **fit.keywords)`.
     See utils.memory_plan.fit_gpu."""
     from utils.memory_plan.fit_gpu import fit_my_gpu as fit

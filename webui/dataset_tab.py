@@ -7,13 +7,16 @@ from typing import Any
 
 import gradio as gr
 
+from utils.data.prepare_options import DEFAULTS as PREPARE_DEFAULTS
+from utils.data.prepare_options import prepare_option
 from utils.data.validation import HISTOGRAM_EDGES
 from utils.quality.asr import default_whisper_model
 from utils.text.languages import LANGUAGE_CHOICES
 from webui import form, quality_view
-from webui.context import GPU_QUEUE, UIContext
+from webui.context import UIContext
 from webui.dataset_handlers import (
     CHECK_PLAYERS,
+    PREPARED_PLAYERS,
     PREVIEW_COLUMN_WIDTHS,
     PREVIEW_COLUMNS,
     PREVIEW_PLAYERS,
@@ -81,6 +84,14 @@ def _check_section() -> dict[str, Any]:
                 info="tiny.en, bundled, works offline for English; others go in models/whisper/<name>/",
             )
             ui["threshold"] = gr.Slider(0.05, 1.0, value=0.3, step=0.05, label="Flag a transcript over this CER")
+            ui["min_naturalness"] = gr.Slider(
+                1.0,
+                5.0,
+                value=1.0,
+                step=0.1,
+                label="Exclude clips under this naturalness",
+                info="MOS predicted by DistillMOS (1 bad .. 5 excellent); 1 excludes none",
+            )
             ui["check"] = gr.Button("Check transcripts and audio")
         ui["check_summary"] = gr.Markdown(elem_id="dataset-check-summary")
         ui["check_table"] = gr.Dataframe(
@@ -136,7 +147,18 @@ def _report_section() -> dict[str, Any]:
             label="Prepared dataset name", placeholder="empty: a new dataset; an earlier name: add to it"
         )
         ui["prepare"] = gr.Button("Prepare dataset (22.05 kHz copy + train/eval split)")
-    ui["prepared_summary"] = gr.Markdown()
+    with gr.Row():  # Prepare's options, as PrepareOptions declares them
+        ui["even_loudness"] = gr.Checkbox(
+            PREPARE_DEFAULTS.even_loudness,
+            label=f"Even out loudness ({PREPARE_DEFAULTS.loudness_target:g} LUFS)",
+            info=prepare_option("even_loudness").help,
+        )
+        ui["denoise"] = gr.Checkbox(
+            PREPARE_DEFAULTS.denoise, label="Remove background noise", info=prepare_option("denoise").help
+        )
+    ui["prepared_summary"] = gr.Markdown(elem_id="prepared-summary")
+    with gr.Row():
+        ui["prepared_players"] = [gr.Audio(visible=False, interactive=False) for _ in range(2 * PREPARED_PLAYERS)]
     return ui
 
 
@@ -197,17 +219,15 @@ def _wire_checks(ctx: UIContext, ui: dict[str, Any]) -> None:
         [ui["recordings"], ui["whisper_model"], language, ui["speaker"]],
         ui["train_path"],
         api_name="transcribe_recordings",
-        concurrency_id=GPU_QUEUE,
-        concurrency_limit=1,
+        concurrency_limit=1,  # not in the GPU queue: on the CPU beside a run, else holding ctx.gpu_work
     ).success(functools.partial(validate_handler, ctx, None), typed, outputs, api_visibility="undocumented")
     check_outputs = [ui["check_summary"], ui["check_table"], ui["check_originals"]]
     ui["check"].click(
         functools.partial(check_handler, ctx),
-        [train_csv, eval_csv, language, max_seconds, ui["check_whisper"], ui["threshold"]],
+        [train_csv, eval_csv, language, max_seconds, ui["check_whisper"], ui["threshold"], ui["min_naturalness"]],
         [*check_outputs, *ui["check_players"]],
         api_name="check_dataset",
-        concurrency_id=GPU_QUEUE,
-        concurrency_limit=1,
+        concurrency_limit=1,  # on the CPU, beside a run: not in the GPU queue, Start never waits for it
     )
     # Edits belong to the dataset they were made on: another dataset (or its prepared copy) starts clean.
     players = len(ui["check_players"])
@@ -236,8 +256,10 @@ def _wire_preparation(ctx: UIContext, ui: dict[str, Any]) -> None:
             g2p,
             ui["check_table"],
             ui["check_originals"],
+            ui["even_loudness"],
+            ui["denoise"],
         ],
-        [ui["prepared_summary"], train_csv, eval_csv, usable_rows],
+        [ui["prepared_summary"], train_csv, eval_csv, usable_rows, *ui["prepared_players"]],
         api_name="prepare_dataset",
         concurrency_limit=1,
     )

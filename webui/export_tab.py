@@ -11,6 +11,7 @@ import gradio as gr
 from utils.model.inference import find_ready_dir
 from utils.model.ready import zip_ready
 from utils.training.run_record import RUN_FILE
+from webui import finish_export_view
 from webui.context import UIContext
 from webui.shown import page_error, shown
 
@@ -61,6 +62,7 @@ def create_export_tab(ctx: UIContext) -> dict[str, Any]:
         export = gr.Button("Export", variant="primary")
         message = gr.Markdown()
         archive = gr.File(label="Zip")
+        finish_export_view.create_finish_export(ctx)
     refresh_runs.click(
         lambda: gr.update(choices=ctx.run_choices(ready_only=True)), None, run, api_visibility="undocumented"
     )

@@ -3,7 +3,10 @@ its reasons, and the form filled with it in one click. A thin layer over utils.m
 
 from __future__ import annotations
 
-from typing import Any
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import gradio as gr
 
@@ -26,19 +29,50 @@ FILLED = (
 )
 
 
+T = TypeVar("T")
+_DONE = object()
+
+
+def streamed(compute: Callable[[Callable[[str], None]], T], waiting: Callable[[str], T]) -> Iterator[T]:
+    """A generator handler's outputs: `waiting(message)` for each progress message of `compute(on_progress)` (run on
+    a thread) as it comes, then its answer. The page thus says what a long plan is doing (a trace) while it runs."""
+    messages: queue.Queue = queue.Queue()
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["answer"] = compute(messages.put)
+        except BaseException as exc:  # noqa: BLE001 - raised in the handler below
+            outcome["error"] = exc
+        finally:
+            messages.put(_DONE)
+
+    threading.Thread(target=run, name="plan-with-progress", daemon=True).start()
+    while (message := messages.get()) is not _DONE:
+        yield waiting(message)
+    if "error" in outcome:
+        raise outcome["error"]
+    yield outcome["answer"]
+
+
 def card_gb(choice: str) -> float | None:
     return None if not choice or choice == THIS_GPU else float(choice.split()[0])
 
 
-def fit_for_form(ctx: UIContext, values: dict[str, Any], card: str) -> tuple[Any, ...]:
-    """(markdown, then one update per FILLED field): the fit's values, or unchanged fields and the reason."""
+def fit_for_form(
+    ctx: UIContext, values: dict[str, Any], card: str, train_rows: Any = None, progress: Any = None
+) -> tuple[Any, ...]:
+    """(markdown, then one update per FILLED field): the fit's values, or unchanged fields and the reason.
+    `train_rows`: the checked dataset's training clips (the batch is at most that); `progress(message)`: the
+    planner's messages while it plans."""
     from utils.memory_plan.child import plan_in_child
 
     unchanged = tuple(gr.update() for _ in FILLED)
+    rows = int(train_rows) if isinstance(train_rows, (int, float)) and train_rows > 0 else None
     try:
         arguments = form.arguments_from_form(values, str(ctx.output_dir), need_dataset=False)
         keywords = {k: v for k, v in arguments.to_dict().items() if k not in ("train_csv", "eval_csv", "resume_from")}
-        fit = plan_in_child("fit_my_gpu", card_gb=card_gb(card), **keywords)
+        fit = plan_in_child("fit_my_gpu", card_gb=card_gb(card), train_rows=rows, on_progress=progress, **keywords)
     except ValueError as exc:
         return (f"**Fit my GPU:** {shown(exc)}", *unchanged)
     updates = tuple(gr.update(value=form.to_display(name, fit.keywords[name])) for name in FILLED)
@@ -58,14 +92,19 @@ def create_fit_gpu(ctx: UIContext) -> dict[str, Any]:
 def wire_fit_gpu(ctx: UIContext, ui: dict[str, Any], components: list[Any]) -> None:
     """The button plans with the form's values and writes the choice into the form's fields."""
     targets = [ctx.form_component(form.component_id(name)) for name in FILLED]
+    unchanged = tuple(gr.update() for _ in FILLED)
 
-    def handler(card: str, *values: Any) -> tuple[Any, ...]:
-        return fit_for_form(ctx, dict(zip(form.form_ids(), values, strict=True)), card)
+    def handler(card: str, rows: Any, *values: Any) -> Iterator[tuple[Any, ...]]:
+        chosen = dict(zip(form.form_ids(), values, strict=True))
+        yield from streamed(
+            lambda progress: fit_for_form(ctx, chosen, card, rows, progress),
+            lambda message: (f"**Fit my GPU:** {shown(message)} …", *unchanged),
+        )
 
     # Planned in the planner's own process (utils.memory_plan.child): nothing of this process is patched.
     ui["fit_button"].click(
         handler,
-        [ui["fit_card"], *components],
+        [ui["fit_card"], ctx["dataset.usable_train_rows"], *components],
         [ui["fit_result"], *targets],
         api_name="fit_my_gpu",
         concurrency_limit=1,

@@ -46,7 +46,10 @@ def from_display(name: str, value: Any) -> Any:
     ui = FORM[name]
     if ui.widget == "gpus" and isinstance(value, (list, tuple)):
         return ",".join(sorted((str(v) for v in value), key=lambda v: (len(v), v)))
-    if ui.scale == 1 or isinstance(value, bool) or not isinstance(value, (int, float)):
+    if ui.scale != 1 and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        # In the form's unit, not the option's: the declaration's message would name samples for seconds.
+        raise ValueError(f"{component_id(name)} must be a number ({ui.label}); got {str(value)[:40]!r}.")
+    if ui.scale == 1:
         return value
     return round(value * ui.scale)
 
@@ -118,6 +121,22 @@ def with_form_signature(handler: Callable[..., Any]) -> Callable[..., Any]:
     return handler
 
 
+def _passing_non_numbers(component: Any) -> Any:
+    """A gr.Number or gr.Slider that passes a value that is not a number, as a script may send it ("3", "abc"), to
+    the declaration's check, which names the field and says what it takes. Gradio's own preprocessing failed on it
+    with a TypeError, which a client sees as the generic "Error". (An instance attribute: a subclass of a
+    component makes Gradio write a .pyi stub beside this file.)"""
+    numeric = component.preprocess
+
+    def preprocess(payload: Any) -> Any:
+        if payload is not None and (isinstance(payload, bool) or not isinstance(payload, (int, float))):
+            return payload
+        return numeric(payload)
+
+    component.preprocess = preprocess
+    return component
+
+
 def create_component(
     name: str, *, choices: Any = None, render: bool = False, elem_id: str | None = None, gpu_count: int | None = None
 ) -> Any:
@@ -149,10 +168,10 @@ def create_component(
     if widget == "dropdown":
         return gr.Dropdown(choices or [], allow_custom_value=True, **common)
     if widget == "slider":
-        return gr.Slider(max(2.0, to_display(name, spec.minimum)), value, step=ui.step, **common)
+        return _passing_non_numbers(gr.Slider(max(2.0, to_display(name, spec.minimum)), value, step=ui.step, **common))
     if widget == "number":
         # No `precision`: Gradio would round 2.7 to 3 before the declaration's whole-number check could refuse it.
-        return gr.Number(minimum=spec.minimum, maximum=spec.maximum, **common)
+        return _passing_non_numbers(gr.Number(minimum=spec.minimum, maximum=spec.maximum, **common))
     return gr.Textbox(**common)
 
 

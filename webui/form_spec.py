@@ -65,11 +65,19 @@ FORM: dict[str, UI] = {
     "seed": UI("Seed", ADVANCED),
     "run_name": UI("Run name", ADVANCED),
     "quality_eval": UI("Sentences scored per evaluation", QUALITY, info="0 turns measured quality off"),
-    "best_by": UI("Best checkpoint by", QUALITY, "radio", info="combined = 0.5·(1 − min(CER, 1)) + 0.5·similarity"),
+    "best_by": UI(
+        "Best checkpoint by",
+        QUALITY,
+        "radio",
+        info="combined = 0.7·(0.5·(1 − min(CER, 1)) + 0.5·similarity) + 0.15·(naturalness − 1)/4 + 0.15·(1 − babble)",
+    ),
     "early_stop_patience": UI("Early stopping patience (evaluations)", QUALITY, info="0 = off"),
     "whisper_model": UI("Whisper model for scoring", QUALITY),
     "quality_eval_share": UI(
         "Scoring time budget (share of the run)", QUALITY, info="0.2 keeps scoring under ~20%; 1 = every eval"
+    ),
+    "inference_search": UI(
+        "Sampling settings tried at the end", QUALITY, info="the best goes into ready/; 0 keeps the base settings"
     ),
     "devices": UI("GPUs (one training process each)", SPEED, "gpus", info="effective batch x number of GPUs"),
     "length_grouping": UI("Length-grouped batches", SPEED, info="less padding; every clip once per epoch"),

@@ -20,25 +20,28 @@ SCORES = (
     ("cer", "CER"),
     ("wer", "WER"),
     ("similarity", "similarity"),
+    ("naturalness", "naturalness"),
+    ("babble_rate", "babble"),
     ("duration_ratio", "duration ratio"),
     ("combined", "combined"),
 )
 QUALITY_COLUMNS = ["step", *(label for _, label in SCORES), "best", "notes"]
 # Short headers on one line, numbers at a glance; the notes take the rest.
-QUALITY_COLUMN_WIDTHS = ["64px", "80px", "80px", "150px", "150px", "130px", "56px", "460px"]
+QUALITY_COLUMN_WIDTHS = ["56px", "72px", "72px", "140px", "120px", "72px", "140px", "120px", "56px", "360px"]
 CHECK_COLUMNS = [
     "exclude",
     "text",
     "audio_file",
     "line",
     "CER",
+    "MOS",
     "transcript",
     "problems",
     "measures",
 ]
-CHECK_DATATYPES = ["bool", "str", "str", "number", "number", "str", "str", "str"]
+CHECK_DATATYPES = ["bool", "str", "str", "number", "number", "number", "str", "str", "str"]
 # The texts share most of the width, the short numbers a fixed one: the table fits a 1400 px window.
-CHECK_COLUMN_WIDTHS = ["112px", "20%", "11%", "80px", "80px", "15%", "15%", "14%"]
+CHECK_COLUMN_WIDTHS = ["112px", "18%", "11%", "80px", "80px", "80px", "14%", "14%", "13%"]
 COMPARISON_COLUMNS = ("model", "cer", "wer", "similarity", "seconds", "transcript", "note")
 COMPARISON_COLUMN_WIDTHS = ["120px", "80px", "80px", "112px", "96px", "30%", "30%"]
 PLAYED_SECONDS = 15  # what a player gets of a clip
@@ -55,6 +58,8 @@ def _cell(value: float | None, name: str, reasons: list[str]) -> str:
         return f"{value:.3f}"
     if name == "combined":
         return "— needs CER and similarity"
+    if name == "babble_rate":
+        return "—"
     # The WER comes from the same transcript as the CER: the same reason.
     why = next((r for r in reasons if r.startswith(f"{'cer' if name == 'wer' else name}:")), "")
     return f"— {short_reason(why)}" if why else "—"
@@ -62,7 +67,8 @@ def _cell(value: float | None, name: str, reasons: list[str]) -> str:
 
 def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per evaluation, newest first: the scores (an empty score says why), the best one (the newest that
-    became the best: an earlier best was overtaken), and the reasons in full."""
+    became the best: an earlier best was overtaken), "base" on the baseline (the starting weights at step 0), and
+    the reasons in full."""
     rows = []
     records = records_of(records, QualityRecord)
     best = next((r for r in reversed(records) if r.is_best), None)
@@ -72,7 +78,7 @@ def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
             {
                 "step": int(record.step),
                 **{label: _cell(getattr(record, key), key, reasons) for key, label in SCORES},
-                "best": "★" if record is best else "",
+                "best": "★" if record is best else ("base" if record.baseline else ""),
                 "notes": "; ".join(reasons),
             }
         )
@@ -99,21 +105,30 @@ def evaluation_clips(run_dir: str | Path, record: dict[str, Any], count: int) ->
     """(label, (rate, samples)) of the first `count` clips of a quality record. Only files inside the run's
     evals/ folder are read (the record names them relative to the run folder); the page gets samples, never
     a path."""
-    evals = (Path(run_dir) / EVALS_DIR).resolve()
     clips = []
     scored = QualityRecord.from_json(record)
     texts = scored.texts or []
     for index, name in enumerate((scored.files or [])[:count]):
-        path = (Path(run_dir) / str(name)).resolve()
-        if evals not in path.parents:
-            continue
-        try:
-            wav, rate = load_audio(path, None, seconds=PLAYED_SECONDS)
-        except AudioError:
+        audio = read_eval_clip(run_dir, name)
+        if audio is None:
             continue
         text = texts[index] if index < len(texts) else ""
-        clips.append((shown(f"step {scored.step} · {text[:70]}", "plain"), (rate, wav)))
+        clips.append((shown(f"step {scored.step} · {text[:70]}", "plain"), audio))
     return clips
+
+
+def read_eval_clip(run_dir: str | Path, name: Any) -> tuple[int, Any] | None:
+    """(rate, samples) of the first PLAYED_SECONDS of a clip a record names (relative to the run folder), only when
+    it lies inside the run's evals/ folder and decodes; None otherwise."""
+    evals = (Path(run_dir) / EVALS_DIR).resolve()
+    path = (Path(run_dir) / str(name)).resolve()
+    if evals not in path.parents:
+        return None
+    try:
+        wav, rate = load_audio(path, None, seconds=PLAYED_SECONDS)
+    except AudioError:
+        return None
+    return rate, wav
 
 
 def _number(value: float | None, scale: float = 1.0, digits: int = 1) -> float | None:
@@ -134,18 +149,19 @@ def measures_text(m: Any) -> str:
 
 
 def check_frame(check: Any) -> pd.DataFrame:
-    """The dataset check's flagged rows, worst first, as an editable table: tick `exclude`, edit `text`
-    (an empty table for None)."""
+    """The dataset check's flagged rows, worst first, as an editable table: tick `exclude` (ticked already for a
+    clip under the naturalness threshold), edit `text` (an empty table for None). MOS: predicted naturalness."""
     rows = []
     for row in check.flagged if check is not None else []:
         m = row.measures
         rows.append(
             {
-                "exclude": False,
+                "exclude": bool(getattr(row, "suggest_exclude", False)),
                 "text": row.text,
                 "audio_file": row.audio_file,
                 "line": row.line,
                 "CER": None if row.cer is None else round(row.cer, 3),
+                "MOS": None if getattr(row, "naturalness", None) is None else round(row.naturalness, 2),
                 "transcript": row.transcript or "",
                 "problems": "; ".join(row.problems),
                 "measures": measures_text(m),

@@ -50,6 +50,7 @@ from utils.training.spec import (
     STOP_FILE,
     WORKER_FILE,
     RunSpec,
+    check_control_files,
     clear_stop,
     refuse_active_run,
     request_stop,
@@ -165,6 +166,7 @@ class TrainingRunner:
             if not (run_dir / RUN_FILE).is_file():
                 raise ValueError(f"resume_from: {run_dir} is not a run folder (it has no {RUN_FILE}).")
             refuse_active_run(run_dir)
+            check_control_files(run_dir)  # before its stale files are cleared
             created = False
         else:
             name = "refused"
@@ -295,9 +297,9 @@ class TrainingRunner:
             state.run_dir = state.result.get("run_dir", state.run_dir)
             state.status = RunStatus.parse(message["status"])
             state.ended_at = time.time()
-            early = state.result.get("early_stop") or {}  # the run stopped itself: say why, not "Stopped."
-            stopped_at = state.result.get("stop_checkpoint") or ""
-            state.message = early.get("message") or ended_message(state.status, stopped_at)
+            # The run stopped itself (early stopping, out of memory at one clip): say why, not "Stopped."
+            why = (state.result.get("early_stop") or {}).get("message") or state.result.get("stop_reason")
+            state.message = why or ended_message(state.status, state.result.get("stop_checkpoint") or "")
         elif kind == "error":
             state.status, state.error, state.traceback = RunStatus.FAILED, message["error"], message["traceback"]
             state.ended_at = time.time()

@@ -11,29 +11,19 @@ from __future__ import annotations
 
 import html
 import re
-import unicodedata
 from typing import Any, Literal
 
 import gradio as gr
 import pandas as pd
 
-# Control, format (zero-width, bidirectional), separator, private-use and unassigned-surrogate characters.
-_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co"})
+from utils.text.visible import visible
+
 # Characters with a Markdown meaning anywhere in a line (emphasis, code, links, tables, strikethrough); '<', '>'
 # and '&' are HTML-escaped first. Line-start markers (headings, lists, quotes) and autolinks are handled apart,
 # so that paths and sentences keep their dots, dashes and brackets readable for scripts reading the API.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _LINE_START = re.compile(r"^(\s*)(#|[-+=]|\d+[.)])", re.MULTILINE)
 _AUTOLINK = re.compile(r"(?i)(\w)(://)|\b(www)(\.)")
-_KEPT = {"\n", "\t"}
-
-
-def _visible_char(char: str, keep_newlines: bool) -> str:
-    if char in _KEPT and (keep_newlines or char == "\t"):
-        return char
-    if unicodedata.category(char) in _INVISIBLE_CATEGORIES:
-        return f"[U+{ord(char):04X}]"
-    return char
 
 
 def shown(value: Any, as_: Literal["markdown", "html", "plain"] = "markdown", *, keep_newlines: bool = False) -> str:
@@ -45,7 +35,7 @@ def shown(value: Any, as_: Literal["markdown", "html", "plain"] = "markdown", *,
     - "plain" (a table cell, a label, a textbox): invisible characters made visible.
 
     Line breaks are kept (as Markdown line breaks) with `keep_newlines`, else shown as [U+000A]."""
-    text = "".join(_visible_char(char, keep_newlines) for char in str(value))
+    text = visible(value, ("\n", "\t") if keep_newlines else ("\t",))  # the invisible-character rule, shared
     if as_ == "plain":
         return text
     text = html.escape(text, quote=False)

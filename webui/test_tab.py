@@ -10,13 +10,15 @@ from typing import Any
 import gradio as gr
 
 from utils.model.inference import find_ready_dir, synthesize
-from utils.model.ready import REFERENCE_WAV, read_finetune_info
+from utils.model.ready import REFERENCE_WAV, inference_settings, read_finetune_info
 from utils.quality.asr import default_whisper_model
 from utils.text.languages import LANGUAGE_CHOICES
-from webui import quality_view
+from webui import quality_view, voice_view
 from webui.context import GPU_QUEUE, UIContext
 from webui.shown import page_error
 
+# The sliders a run's ready/config.json sets, in the order of ui["sampling"].
+SAMPLING_KEYS = ("temperature", "length_penalty", "repetition_penalty", "top_k", "top_p")
 # ~21.5 GPT audio tokens per second of speech; 250 is about 11.6 s, the longest training clip.
 DEFAULT_MAX_AUDIO_TOKENS = 250
 
@@ -144,19 +146,24 @@ def compare_handler(
     return player(result.finetuned), player(result.base), quality_view.comparison_frame(result)
 
 
-def run_selected(ctx: UIContext, run: str, ready_path: str) -> tuple[Any, Any]:
-    """The run's language and reference clip, to prefill the form."""
+def run_selected(ctx: UIContext, run: str, ready_path: str) -> tuple[Any, ...]:
+    """The run's language, reference clip and sampling settings (ready/config.json: chosen by measurement at the
+    end of its run, or the base model's), and where those came from, to prefill the form."""
     source = (ready_path or "").strip() or run
     try:
         ready = find_ready_dir(ctx.roots.run_folder(source, "model"))
     except ValueError:
-        return gr.update(), gr.update()
+        return (gr.update(),) * (3 + len(SAMPLING_KEYS))
     info = read_finetune_info(ready)
     # The clip itself is not sent back: the page serves only exports and synthesized audio. Empty means the
     # run's own reference clip, which synthesize and compare_with_base take by default.
     own = "the run's own reference clip" if (ready / REFERENCE_WAV).is_file() else "no reference clip in this run"
-    return gr.update(value=info.get("language", "en")), gr.update(
-        value=None, label=f"Reference voice: {own} (upload a clip to use another)"
+    settings = inference_settings(ready)
+    return (
+        gr.update(value=info.get("language", "en")),
+        gr.update(value=None, label=f"Reference voice: {own} (upload a clip to use another)"),
+        *(gr.update(value=settings[key]) for key in SAMPLING_KEYS),
+        voice_view.sampling_source(ready),
     )
 
 
@@ -177,6 +184,9 @@ def _voice_section(ctx: UIContext) -> dict[str, Any]:
                 label="Reference voice (from the run, or upload your own)", type="filepath", sources=["upload"]
             )
         with gr.Column():
+            ui["sampling_source"] = gr.Markdown(
+                "**Sampling settings**: the base model's until a run is picked.", elem_id="sampling-source"
+            )
             ui["sampling"] = [
                 gr.Slider(0.05, 1.5, value=0.75, step=0.05, label="Temperature"),
                 gr.Slider(-2.0, 2.0, value=1.0, step=0.1, label="Length penalty"),
@@ -235,7 +245,7 @@ def create_test_tab(ctx: UIContext) -> dict[str, Any]:
         trigger(
             functools.partial(run_selected, ctx),
             [run, ready_path],
-            [ui["language"], ui["reference"]],
+            [ui["language"], ui["reference"], *ui["sampling"][: len(SAMPLING_KEYS)], ui["sampling_source"]],
             api_visibility="undocumented",
         )
     voice = [run, ready_path, ui["reference"], ui["text"], ui["language"]]

@@ -19,7 +19,7 @@ from utils.quality.asr import clear_transcriber_cache, scoring_note
 from utils.training.batching import optimizer_steps_per_epoch, steps_per_epoch
 from utils.training.records import QualityRecord
 from utils.training.run_record import load_run
-from webui import base_model_view, fit_gpu_view, form, live_view, quality_view, run_view
+from webui import base_model_view, fit_gpu_view, form, live_view, quality_view, run_view, voice_view
 from webui.context import GPU_QUEUE, UIContext
 from webui.form_spec import ADVANCED, DATA, GROUPS, MODEL, QUALITY, SCHEDULE, SPEED
 from webui.shown import page_error, shown
@@ -66,6 +66,10 @@ def _whole(value: Any, default: int = 1) -> int:
         return default
 
 
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def batch_markdown(
     train_rows: Any,
     batch_size: Any,
@@ -91,8 +95,9 @@ def batch_markdown(
         steps = steps_per_epoch(int(train_rows), batch, ranks)  # each GPU's process takes its share
         updates = optimizer_steps_per_epoch(steps, accumulation)
         lines.append(
-            f"**{int(train_rows)} training clips** → {steps} steps and {updates} optimizer steps per epoch, "
-            f"{steps * epochs} steps in {epochs} epochs"
+            f"**{int(train_rows)} training clips** → {_counted(steps, 'step')} and "
+            f"{_counted(updates, 'optimizer step')} per epoch, {_counted(steps * epochs, 'step')} in "
+            f"{_counted(epochs, 'epoch')}"
         )
     if ranks > 1:
         lines.append(learning_rate_advice(ranks, learning_rate))
@@ -110,26 +115,27 @@ def learning_rate_advice(ranks: int, learning_rate: float | None) -> str:
     )
 
 
-def memory_plan_markdown(ctx: UIContext, values: dict[str, Any]) -> str:
-    """The planner's peak GPU memory for the form's settings, against the GPU's free memory, and what would fit."""
+def memory_plan_markdown(ctx: UIContext, values: dict[str, Any], progress: Any = None) -> str:
+    """The planner's peak GPU memory for the form's settings, phase by phase, against the GPU's free memory, and
+    what would fit; `progress(message)` hears the planner while it traces a configuration it has no model of."""
     from utils.memory_plan.child import plan_in_child
     from utils.memory_plan.planner import GIB, detected_free_bytes
 
     try:
         arguments = form.arguments_from_form(values, str(ctx.output_dir), need_dataset=False)
         keywords = {k: v for k, v in arguments.to_dict().items() if k not in ("train_csv", "eval_csv", "resume_from")}
-        estimate = plan_in_child("estimate_gpt_memory", **keywords)
+        estimate = plan_in_child("estimate_gpt_memory", on_progress=progress, **keywords)
     except ValueError as exc:
         return f"**Memory plan:** {shown(exc)}"
     free = detected_free_bytes()
-    lines = ["#### Memory plan (peak GPU memory of a training step)", estimate.to_markdown()]
+    lines = ["#### Memory plan (peak GPU memory of each phase of the run)", estimate.to_markdown()]
     if free is None:
         lines.append("No GPU here: planned for an Ampere-or-newer GPU. Compare with your card's memory.")
         return "\n\n".join(lines)
     verdict = "fits" if estimate.fits(free) else "does **not** fit"
     lines.append(f"This GPU has {free / GIB:.2f} GiB free: the run {verdict} (with a 10% margin).")
     if not estimate.fits(free):
-        ways = [w for w in plan_in_child("ways_to_fit", free, **keywords) if w["fits"]]
+        ways = [w for w in plan_in_child("ways_to_fit", free, on_progress=progress, **keywords) if w["fits"]]
         lines += [f"- {w['change']}: {w['peak_gib']:.2f} GiB" for w in ways] or ["Nothing tried fits: free GPU memory."]
     return "\n\n".join(lines)
 
@@ -158,19 +164,33 @@ def memory_stats(ctx: UIContext) -> dict[str, Any]:
     }
 
 
+def _players(clips: list[tuple[str, Any]], count: int) -> list[Any]:
+    players = [gr.update(value=audio, label=label, visible=True) for label, audio in clips]
+    return players + [gr.update(value=None, visible=False)] * (count - len(clips))
+
+
 def quality_refresh(ctx: UIContext, seen: str) -> tuple[Any, ...]:
-    """The score table, the best checkpoint and the latest evaluation's clips; sent only when they changed
-    since `seen` (the timer ticks every 1.5 s, and clips are decoded audio)."""
+    """The score table, the best checkpoint, the babble and naturalness lines with the verdict against the base
+    model, the quality plot, and the latest evaluation's clips and probe clips; sent only when they changed since
+    `seen` (the timer ticks every 1.5 s, and clips are decoded audio)."""
     state = ctx.runner.poll()
     records = [r for r in ctx.runner.metrics() if r.get("type") == QualityRecord.TYPE]
     best = quality_view.best_markdown(state.run_dir) if state.run_dir else ""
-    signature = f"{state.run_dir}|{len(records)}|{best}"
+    voice = voice_view.voice_markdown(state.run_dir, records)
+    signature = f"{state.run_dir}|{len(records)}|{best}|{voice}"
     if signature == seen:
-        return (gr.skip(),) * (QUALITY_PLAYERS + 3)
+        return (gr.skip(),) * (QUALITY_PLAYERS + voice_view.PROBE_PLAYERS + 5)
     clips = quality_view.evaluation_clips(state.run_dir, records[-1], QUALITY_PLAYERS) if records else []
-    players = [gr.update(value=audio, label=label, visible=True) for label, audio in clips]
-    players += [gr.update(value=None, visible=False)] * (QUALITY_PLAYERS - len(clips))
-    return (quality_view.quality_frame(records), best, *players, signature)
+    probes = voice_view.probe_clips(state.run_dir, records[-1]) if records else []
+    return (
+        quality_view.quality_frame(records),
+        best,
+        voice,
+        voice_view.quality_plot(records),
+        *_players(clips, QUALITY_PLAYERS),
+        *_players(probes, voice_view.PROBE_PLAYERS),
+        signature,
+    )
 
 
 def run_arguments(ctx: UIContext, run: str) -> dict[str, Any]:
@@ -229,7 +249,8 @@ def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
     unload_voice()  # the Test tab's model and a loaded Whisper would hold GPU memory the run needs
     clear_transcriber_cache()
     roots = [str(root) for root in ctx.roots.audio_roots(arguments.train_csv, arguments.eval_csv)]
-    started, message = ctx.runner.start({**arguments.to_dict(), "audio_roots": roots})
+    with ctx.gpu_work:  # a transcription on the GPU ends first; CPU work (checks, Prepare) goes on beside the run
+        started, message = ctx.runner.start({**arguments.to_dict(), "audio_roots": roots})
     if not started:
         raise page_error(message)
     return message
@@ -313,9 +334,22 @@ def _progress_section() -> dict[str, Any]:
         column_widths=quality_view.QUALITY_COLUMN_WIDTHS,
     )
     ui["best_info"] = gr.Markdown(elem_id="quality-best")
+    ui["voice_info"] = gr.Markdown(elem_id="quality-voice")
+    ui["quality_plot"] = gr.HTML(
+        voice_view.quality_plot([]),
+        label="Measured quality over steps (step 0: the base model)",
+        show_label=True,
+        container=True,
+        elem_id="quality-plot",
+    )
     with gr.Row():
         ui["quality_players"] = [
             gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}") for i in range(QUALITY_PLAYERS)
+        ]
+    with gr.Row():
+        ui["probe_players"] = [
+            gr.Audio(visible=False, interactive=False, elem_id=f"probe-clip-{i}")
+            for i in range(voice_view.PROBE_PLAYERS)
         ]
     with gr.Accordion("Log (last lines)", open=False, elem_id="log-accordion") as ui["log_accordion"]:
         ui["log"] = gr.Textbox(
@@ -393,10 +427,18 @@ def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
         show_progress="hidden",
     )
     ui["stop"].click(lambda: ctx.runner.stop(), None, ui["start_message"], api_name="stop_training")
+
     # The planner traces in its own process (utils.memory_plan.child): it patches nothing here and uses no GPU,
     # so it runs beside a synthesis; its child serves one plan at a time.
+    def estimate(*values: Any) -> Any:  # a generator: the planner's progress shows while it traces
+        chosen = dict(zip(form.form_ids(), values, strict=True))
+        yield from fit_gpu_view.streamed(
+            lambda progress: memory_plan_markdown(ctx, chosen, progress),
+            lambda note: f"**Memory plan:** {shown(note)} …",
+        )
+
     ui["estimate"].click(
-        _form_handler(lambda values: memory_plan_markdown(ctx, values)),
+        form.with_form_signature(estimate),
         components,
         ui["memory_plan"],
         api_name="estimate_memory",
@@ -435,7 +477,15 @@ def _wire_updates(ctx: UIContext, ui: dict[str, Any]) -> None:
     pulse.change(
         lambda seen: quality_refresh(ctx, seen),
         quality_seen,
-        [ui["quality_table"], ui["best_info"], *ui["quality_players"], quality_seen],
+        [
+            ui["quality_table"],
+            ui["best_info"],
+            ui["voice_info"],
+            ui["quality_plot"],
+            *ui["quality_players"],
+            *ui["probe_players"],
+            quality_seen,
+        ],
         api_visibility="undocumented",
         show_progress="hidden",
     )

@@ -413,3 +413,27 @@ def test_cli_validate_prints_one_error_line(folder, capsys, argv, message):
     assert main(["validate", "--train-csv", str(folder / "m.csv"), *argv]) == 2
     out, err = capsys.readouterr()
     assert err.startswith(message) and len(err.strip().splitlines()) == 1 and not out
+
+
+def test_an_undoubled_quote_inside_a_quoted_pipe_cell_is_an_error_not_trained_with_its_quotes(folder):
+    """Issue 30, silent: in a pipe file that quotes its fields, a row whose quoted text holds an undoubled quote
+    kept its literal outer quotes in the text that was trained."""
+    lines = [f'"wavs/c{i}.wav"|"Text {i} here"|"spk"' for i in range(N)]
+    lines[3] = '"wavs/c3.wav"|"He said "hi" to me"|"spk"'
+    report = check(folder, rows(lines, header='"audio_file"|"text"|"speaker_name"'))
+    assert report.rows_usable == N - 1
+    assert by_line(report)[5] == [
+        'error: The text is in double quotes with a quote inside it that is not doubled (\'"He said "hi" to me"\'), '
+        'while the file writes its fields in double quotes: write a quote inside a quoted text as "" (or the text '
+        "without the outer quotes). The row was not guessed at."
+    ]
+    assert all(not text.startswith('"') for text in texts(report).values()), texts(report)
+    # Only the text quoted, the header and the other rows plain: the row itself shows the quoting.
+    report = check(folder, rows(['wavs/c0.wav|"He said "hi" to me"|"spk"', "wavs/c1.wav|plain|spk"]))
+    assert report.rows_usable == 1 and "not doubled" in by_line(report)[2][0]
+
+
+def test_a_pipe_text_that_begins_and_ends_a_quote_in_an_unquoted_file_is_kept_with_a_word(folder):
+    report = check(folder, rows(['wavs/c0.wav|"Hi," she said, "bye"|spk', "wavs/c1.wav|plain|spk"]))
+    assert texts(report)[2] == '"Hi," she said, "bye"', "the coqui format has no quoting: quotes are text"
+    assert by_line(report)[2][0].startswith("warning: The text starts and ends with a double quote but is not quoted")

@@ -24,7 +24,7 @@ def test_rules_know_their_direction():
     assert is_better("Combined", 0.7, 0.6) and not is_better("combined", 0.6, 0.6)
     assert is_better("cer", 0.2, None) and not is_better("cer", None, 0.2) and not is_better("cer", math.nan, 0.2)
     assert not is_better("cer", 0.195, 0.2, min_delta=0.01) and is_better("cer", 0.18, 0.2, min_delta=0.01)
-    with pytest.raises(ValueError, match="eval_loss, cer, similarity, combined"):
+    with pytest.raises(ValueError, match="eval_loss, cer, similarity, combined, naturalness"):
         BestRule.parse("wer")
 
 
@@ -51,3 +51,26 @@ def test_early_stopping_counts_evaluations_without_improvement():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="patience"):
             EarlyStopping("cer", patience=bad)
+
+
+def test_combined_score_counts_naturalness_and_babble_when_measured():
+    core = 0.5 * 0.8 + 0.5 * 0.8  # CER 0.2, similarity 0.8
+    assert combined_score(0.2, 0.8, naturalness=5.0, babble_rate=0.0) == pytest.approx(0.7 * core + 0.15 + 0.15)
+    assert combined_score(0.2, 0.8, naturalness=1.0, babble_rate=1.0) == pytest.approx(0.7 * core)
+    # One missing: its weight goes to the others (0.7 and 0.15 of 0.85).
+    assert combined_score(0.2, 0.8, naturalness=3.0) == pytest.approx((0.7 * core + 0.15 * 0.5) / 0.85)
+    assert combined_score(0.2, 0.8, babble_rate=0.5) == pytest.approx((0.7 * core + 0.15 * 0.5) / 0.85)
+    assert combined_score(None, 0.8, naturalness=4.0, babble_rate=0.0) is None, "CER and similarity are needed"
+    # A voice that babbles scores lower than the same voice that stops, all else equal.
+    assert combined_score(0.2, 0.8, naturalness=3.5, babble_rate=0.5) < combined_score(
+        0.2, 0.8, naturalness=3.5, babble_rate=0.0
+    )
+
+
+def test_naturalness_is_a_rule_of_its_own_and_combined_reads_it():
+    assert is_better("naturalness", 3.2, 3.1) and not is_better(BestRule.NATURALNESS, 2.9, 3.1)
+    assert BestRule.NATURALNESS.value_of({"naturalness": 3.4}) == 3.4
+    metrics = {"cer": 0.2, "similarity": 0.8, "naturalness": 5.0, "babble_rate": 0.0}
+    assert BestRule.COMBINED.value_of(metrics) == pytest.approx(0.7 * 0.8 + 0.3)
+    stop = EarlyStopping("naturalness", patience=1)
+    assert stop.update(3.0) and not stop.update(2.9) and stop.should_stop

@@ -3,6 +3,7 @@ records how, and the notebook, CLI and web form all accept it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -62,3 +63,22 @@ def test_the_fine_tune_tab_plans_memory_for_the_form(tmp_path, tiny_base):
     assert "Predicted peak" in text and "weights" in text and "No GPU here" in text
     assert "auto" in batch_markdown(10, "auto", 2, 3) and "chosen at Start" in batch_markdown(10, "auto", 2, 3)
     assert "4 × 2 = 8" in batch_markdown(10, "4", 2, 3), "the text box sends the batch as text"
+
+
+def test_the_generation_batch_is_the_planners_on_a_gpu_and_all_rows_on_a_cpu():
+    """A GPU run generates its scored rows in the planner's batch (LoRA at batch 2: fewer than all, since all at once
+    would raise the run's peak above its step); a CPU run, or one that scores nothing, generates them all at once."""
+    from tests.helpers import simulated_gpu
+    from utils.memory_plan.planner import estimate_gpt_memory
+    from utils.training.auto_batch import plan_generation_batch
+
+    args = TrainArguments(version="v2.0.2", batch_size=2, grad_acumm=1, lora_rank=16, quality_eval=3)
+    clips = [11.0] * 6
+    h100 = simulated_gpu((9, 0), total_memory_gb=80.0)
+    planned = estimate_gpt_memory(device="cuda", clip_seconds=clips, **args.to_dict())
+    rows, why = plan_generation_batch(args, clips, gpu=h100)
+    assert rows == planned.generation_batch and 1 <= rows < planned.generated_rows, (rows, planned.generated_rows)
+    assert f"generation batch {rows}" in why
+    no_gpu = dataclasses.replace(h100, available=False)
+    assert plan_generation_batch(args, clips, gpu=no_gpu) == (0, "")
+    assert plan_generation_batch(args.replace(quality_eval=0), clips, gpu=h100) == (0, "")

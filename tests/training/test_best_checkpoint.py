@@ -41,6 +41,22 @@ def test_each_rule_keeps_its_direction(tmp_path):
     assert [b for b, _ in evaluations(CheckpointChoice("combined", 0, tmp_path, None), rows)] == [True, False, False]
 
 
+def test_combined_and_naturalness_see_whether_the_voice_stops_and_how_natural_it_sounds(tmp_path):
+    """Same CER and similarity: the checkpoint that stops (lower babble rate) wins under combined; the most natural
+    one under naturalness; and early stopping counts by the same values."""
+    rows = [
+        {"eval_loss": 3.0, "cer": 0.2, "similarity": 0.8, "naturalness": 3.0, "babble_rate": 0.5},
+        {"eval_loss": 2.5, "cer": 0.2, "similarity": 0.8, "naturalness": 3.0, "babble_rate": 0.0},
+        {"eval_loss": 2.0, "cer": 0.2, "similarity": 0.8, "naturalness": 3.5, "babble_rate": 0.5},
+    ]
+    combined = CheckpointChoice("combined", 0, tmp_path, None)
+    assert [b for b, _ in evaluations(combined, rows)] == [True, True, False] and combined.best["step"] == 2
+    natural = CheckpointChoice("naturalness", 0, tmp_path, None)
+    assert [b for b, _ in evaluations(natural, rows)] == [True, False, True] and natural.best["step"] == 3
+    stopping = CheckpointChoice("combined", 1, tmp_path, None)
+    assert [stopping._count(values) for values in rows] == [False, False, True], "no better than step 2: stop"
+
+
 def test_the_reason_shows_enough_digits_to_tell_the_two_values_apart(tmp_path):
     choice = CheckpointChoice("eval_loss", 0, tmp_path, None)
     evaluations(choice, [{"eval_loss": 7.591432}])

@@ -154,3 +154,44 @@ def test_a_missing_published_version_leaves_no_empty_model_folder(tmp_path, data
         )
     assert list(models.iterdir()) == [], "no empty models/v2.0.3/"
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("version", ["tiny", "v2.0.3"])
+def test_a_models_dir_holding_other_files_gets_no_model(tmp_path, dataset_csv, version):
+    """Issue 30, silent: models_dir='/etc' (any folder holding other files) got a base model written among its files.
+    The rule: a folder of base models is new, empty, or laid out as ./models is (version folders, whisper/, README)."""
+    foreign = tmp_path / "etc"
+    (foreign / "ssh").mkdir(parents=True)
+    (foreign / "passwd").write_text("root:x:0:0\n")
+    (foreign / "ssh" / "config").write_text("Host *\n")
+    before = digests(foreign)
+    with pytest.raises(
+        ValueError, match=r"models_dir '.*etc' is not a folder of base models: it holds 'passwd', 'ssh'"
+    ):
+        train_gpt(
+            train_csv=str(dataset_csv),
+            output_path=str(tmp_path / "out"),
+            models_dir=str(foreign),
+            **{**FAST, "version": version},
+        )
+    assert digests(foreign) == before and sorted(p.name for p in foreign.iterdir()) == ["passwd", "ssh"]
+    assert not (tmp_path / "out").exists()
+    from utils.model.base_models import ensure_base_model
+
+    with pytest.raises(ValueError, match="is not a folder of base models"):
+        ensure_base_model(version, foreign)  # the place that writes refuses too (e.g. $XTTS_MODELS_DIR=/etc)
+    assert digests(foreign) == before
+
+
+def test_a_models_folder_laid_out_as_models_gets_the_tiny_model(tmp_path):
+    from utils.model.base_models import ensure_base_model
+
+    models = tmp_path / "models"
+    (models / "whisper" / "tiny.en").mkdir(parents=True)
+    (models / "v2.0.2" / ".cache").mkdir(parents=True)  # an interrupted download
+    (models / "README.md").write_text("base models\n")
+    assert ensure_base_model("tiny", models).folder == models / "tiny"
+    assert (models / "tiny" / "model.pth").is_file()
+    # Once there, a folder's other files no longer matter: nothing more is written.
+    (models / "notes.txt").write_text("mine\n")
+    assert ensure_base_model("tiny", models).folder == models / "tiny"

@@ -34,6 +34,7 @@ FAST = dict(
     quality_eval=2,
     quality_max_audio_tokens=10,
     quality_eval_share=1.0,  # every evaluation scored (the default budget skips some; test_scoring_budget.py)
+    inference_search=0,  # the search for sampling settings has its own run (test_voice_run.py)
 )
 
 
@@ -46,8 +47,11 @@ def whisper_dir() -> str:
     return str(folder)
 
 
-def records(run_dir: str | Path, kind: str) -> list[dict]:
-    return [r for r in read_jsonl(Path(run_dir) / "metrics.jsonl") if r["type"] == kind]
+def records(run_dir: str | Path, kind: str, baseline: bool = False) -> list[dict]:
+    """The records of one type; of "quality", the evaluations of trained weights, without the step-0 baseline
+    (the base weights, tested in test_voice_run.py) unless `baseline`."""
+    lines = [r for r in read_jsonl(Path(run_dir) / "metrics.jsonl") if r["type"] == kind]
+    return [r for r in lines if baseline or not r.get("baseline")]
 
 
 def run_record(run_dir: str | Path) -> dict:
@@ -108,12 +112,15 @@ def test_every_evaluation_writes_its_clips_and_a_score_record(cer_run):
     assert [q["epoch"] for q in quality] == [1, 2, 3]
     assert digests(data) == before, "the user's files changed"
     # TensorBoard has the same scores and the scored clips as audio, for comparing runs there.
-    assert tensorboard_scalars(run_dir, "quality/cer") == [(q["step"], pytest.approx(q["cer"])) for q in quality]
+    every = records(run_dir, "quality", baseline=True)  # the baseline at step 0, then the evaluations
+    assert [q["step"] for q in every] == [0, 3, 6, 9] and every[0]["baseline"] is True
+    assert tensorboard_scalars(run_dir, "quality/cer") == [(q["step"], pytest.approx(q["cer"])) for q in every]
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"audio": 0})
     events.Reload()
-    assert [a.step for a in events.Audio("scored/1")] == [3, 6, 9]
+    assert [a.step for a in events.Audio("scored/1")] == [0, 3, 6, 9]
+    assert [a.step for a in events.Audio("probe/question")] == [0, 3, 6, 9]
     assert all(a.sample_rate == 24000 and a.length_frames > 0 for a in events.Audio("scored/0"))
 
 
@@ -181,7 +188,9 @@ def test_early_stopping_stops_when_the_rule_cannot_improve_even_across_a_resume(
     )
     seen: list[dict] = []
     stopped = train_gpt(
-        **common, progress_callback=seen.append, stop_event=lambda: sum(r["type"] == "quality" for r in seen) >= 2
+        **common,
+        progress_callback=seen.append,
+        stop_event=lambda: sum(r["type"] == "quality" and not r.get("baseline") for r in seen) >= 2,
     )
     # run.json `early_stop` keeps the count (`early_stopping` before utils/training/records.py) and, once early
     # stopping ended the run, its step: none here, the Stop button ended it.

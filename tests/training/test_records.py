@@ -51,6 +51,7 @@ def test_every_record_of_a_real_run_reads_strictly(tmp_path, tiny_base):
         quality_eval=1,
         quality_max_audio_tokens=10,
         quality_eval_share=1.0,
+        inference_search=1,  # the model's own settings measured: run.json `inference` and ready/ record them
         best_by="eval_loss",
         early_stop_patience=1,
         whisper_model=str(bundled_whisper_dir()),
@@ -66,7 +67,8 @@ def test_every_record_of_a_real_run_reads_strictly(tmp_path, tiny_base):
     statuses = [r.status for r in records if isinstance(r, StatusRecord)]
     assert statuses == ["starting", "running", "stopped"]
     quality = [r for r in records if isinstance(r, QualityRecord)]
-    assert [q.step for q in quality] == [3, 6] and quality[0].is_best and not quality[1].is_best
+    assert [q.step for q in quality] == [0, 3, 6] and quality[0].baseline and not quality[0].is_best
+    assert quality[1].is_best and not quality[2].is_best and len(quality[2].probes) == 4
 
     raw = json.loads((run_dir / "run.json").read_text())
     run = RunRecord.from_json(raw, strict=True)
@@ -83,6 +85,7 @@ def test_every_record_of_a_real_run_reads_strictly(tmp_path, tiny_base):
     assert run.message.startswith("Stopped early at step 6") and run.message.startswith(run.early_stop.message)
     assert run.quality is not None and len(run.quality.sentences) == 1
     assert run.ready_dir == str(result.ready_dir) and run.steps_done == 6 and run.arguments["num_epochs"] == 3
+    assert run.verdict["step"] == 3 and run.inference["settings"]["temperature"] == 0.75
 
 
 def test_a_record_of_the_previous_format_still_reads(tmp_path):
@@ -155,6 +158,7 @@ def test_the_page_follows_the_fields_it_shows():
         *("type", "step", "epoch", "total_steps", "loss", "eval_loss", "step_time", "loader_time"),
         *("samples_per_sec", "clips_failed", "status", "message", "error", "run_dir", "files", "texts", "cer"),
         *("wer", "similarity", "duration_ratio", "combined", "reasons", "rule", "is_best", "best_step"),
+        *("naturalness", "naturalness_real", "babble_rate", "probes", "baseline"),
     }
 
 

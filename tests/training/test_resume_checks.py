@@ -40,6 +40,8 @@ def finished_run(tmp_path_factory, tiny_base):
         (dict(lora_rank=8), "lora_rank 8, lora_alpha 16, lora_targets 'c_attn,c_proj,c_fc' (the run trained as a full"),
         # The interrupted epoch's batch order depends on it.
         (dict(length_grouping=False), "length_grouping=False (the run trained with True)"),
+        # Issue 30: accepted, then KeyError: 'state1' (the checkpoint holds AdamW's state, not 8-bit AdamW's).
+        (dict(optimizer="adamw_8bit"), "optimizer 'adamw_8bit' (the run trained with 'adamw', whose state its"),
     ],
 )
 def test_a_resume_that_would_not_continue_its_run_is_refused_and_writes_nothing(finished_run, change, says):
@@ -94,3 +96,26 @@ def test_another_lora_alpha_or_rank_is_another_run_and_the_same_settings_written
     assert "a full fine-tune" in _lora_difference(trained, TrainArguments())
     same = TrainArguments(lora_rank=8, lora_alpha=16, lora_targets="c_fc, c_attn,c_proj")
     assert _lora_difference(trained, same) == ""
+
+
+@pytest.mark.parametrize("name", ["result.json", "stop"])
+def test_a_run_folder_whose_result_or_stop_file_is_a_folder_is_refused_by_name(finished_run, name):
+    """Issue 30, unclear: the web app answered Gradio's generic error (IsADirectoryError while clearing the stale
+    file), and a `stop` folder would have stopped every resumed session at its first step."""
+    from webui.runner import TrainingRunner
+
+    folder, csv_path, run_dir = finished_run
+    (run_dir / name / "inside").mkdir(parents=True)
+    try:
+        before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+        says = f"holds a folder named {name!r}, where its training process keeps its"
+        arguments = {**FAST, **PLAN, "language": "en", "num_epochs": 3, "train_csv": str(csv_path)}
+        with pytest.raises(ValueError, match=says):
+            train_gpt(output_path=str(folder / "out"), resume_from=str(run_dir), **arguments)
+        runner = TrainingRunner(folder / "out")  # the web app's: what /start_training does with a resume
+        started, message = runner.start({**arguments, "resume_from": str(run_dir)})
+        assert not started and says in message and "move or remove it" in message, message
+        assert (run_dir / name / "inside").is_dir(), "the user's folder was left as it was"
+        assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+    finally:
+        shutil.rmtree(run_dir / name)

@@ -26,7 +26,7 @@ def test_every_count_of_steps_is_the_one_formula(rows, batch, ranks):
         assert distributed.steps_per_epoch(rows, batch) == steps, "a plain run is one rank"
     devices = ",".join(str(i) for i in range(ranks)) if ranks > 1 else None
     line = batch_markdown(rows, batch, 2, 3, devices)
-    shown = re.search(r"→ (\d+) steps and (\d+) optimizer steps per epoch", line)
+    shown = re.search(r"→ (\d+) steps? and (\d+) optimizer steps? per epoch", line)
     assert shown and (int(shown[1]), int(shown[2])) == (steps, optimizer_steps_per_epoch(steps, 2)), line
 
 

@@ -220,6 +220,9 @@ def test_a_run_started_from_the_page_draws_its_plots_live_and_reads_well(studio,
     driver.save_screenshot(str(tmp_path / "finished.png"))
     assert set(assert_plot_drawn(driver, "loss-plot", 150)) == {"train", "eval"}
     assert_plot_drawn(driver, "memory-plot", 150)
+    # The quality plot: the base model (step 0) and the run's evaluation, each score in its own colour.
+    quality = assert_plot_drawn(driver, "quality-plot", 20)
+    assert {"similarity", "naturalness (MOS ÷ 5)", "babble rate"} <= set(quality), quality
 
     # The log, folded, ends on its last lines when opened.
     open_accordion(driver, "Log (last lines)")

@@ -30,7 +30,7 @@ def test_the_effective_batch_counts_the_gpus_and_the_learning_rate_advice_scales
     assert "4 × 2 = 8 clips" in one and "GPUs" not in one and "Learning rate" not in one
     two = batch_markdown(10, 4, 2, 3, ["0", "1"], 5e-6)
     assert "4 × 2 × 2 GPUs = 16 clips per optimizer step" in two
-    assert "2 steps and 1 optimizer steps per epoch, 6 steps in 3 epochs" in two, "each GPU takes 5 of the 10 clips"
+    assert "2 steps and 1 optimizer step per epoch, 6 steps in 3 epochs" in two, "each GPU takes 5 of the 10 clips"
     assert "√2 = 1.41 (5e-06 → 7.1e-06)" in two
     assert "× 4 GPUs = 32" in batch_markdown(None, 4, 2, 3, "0,1,2,3")
 

@@ -27,12 +27,14 @@ from utils.data.csv_records import (
     QUOTED_SEPARATORS,
     SEPARATOR_NAMES,
     Record,
+    is_half_quoted,
     is_wholly_quoted,
     iter_records,
     split_line,
     uses_quoting,
 )
 from utils.data.csv_text import TextFacts, inspect_text, raw_lines, strip_line_ending
+from utils.text.visible import visible
 
 __all__ = [
     "AUDIO_EXTENSIONS",
@@ -61,6 +63,10 @@ class Problem:
     reason: str
     csv_file: str = ""
     file_level: bool = False  # about the whole file (its layout, its language), not one row
+
+    def __post_init__(self) -> None:
+        # Every reason the API gives passes here: a file name's or a text's invisible characters made visible.
+        object.__setattr__(self, "reason", visible(self.reason))
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -102,6 +108,7 @@ class CsvLayout:
     cr_only: bool = False
     notes: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    quoted: bool = False  # a pipe file whose first lines write fields in double quotes (read by the CSV rules)
 
 
 def _first_lines(path: Path, encoding: str, count: int = 2) -> list[tuple[int, str]]:
@@ -125,6 +132,7 @@ def _guessed_from_first_lines(layout: CsvLayout, lines: list[tuple[int, str]]) -
     pipe file (a note), or one column of audio paths without texts (an error naming the layout, instead of
     one error per row)."""
     if layout.separator == "|" and any(is_wholly_quoted(f) for _, line in lines for f in line.split("|") if f.strip()):
+        layout.quoted = True
         layout.notes.append(
             'Fields are written in double quotes: read by the CSV rules (the quotes removed, "" read as one quote).'
         )
@@ -343,6 +351,20 @@ def _map_fields(record: Record, layout: CsvLayout) -> tuple[dict[str, str], list
     values = {column: value.strip() for column, value in zip(columns, fields)}
     if "audio_file" not in values or "text" not in values:
         return "Row is missing the audio_file or text column."
+    if separator == "|" and "text" in columns:
+        quoted = _half_quoted_text(record, layout)
+        if quoted and (layout.quoted or _other_fields_quoted(record, columns)):
+            return (
+                f"The text is in double quotes with a quote inside it that is not doubled ({quoted[:80]!r}), while "
+                'the file writes its fields in double quotes: write a quote inside a quoted text as "" (or the text '
+                "without the outer quotes). The row was not guessed at."
+            )
+        if quoted:
+            warnings.append(
+                f"The text starts and ends with a double quote but is not quoted by the CSV rules (a quote inside "
+                f"is not doubled): read as written, quotes included ({quoted[:80]!r}). If the outer quotes are not "
+                'part of the text, remove them or write the quotes inside as "".'
+            )
     if "\n" in values["text"] or "\r" in values["text"]:
         values["text"] = re.sub(r"\s*[\r\n]+\s*", " ", values["text"])
         warnings.append(
@@ -350,6 +372,22 @@ def _map_fields(record: Record, layout: CsvLayout) -> tuple[dict[str, str], list
             "read with the line breaks as spaces."
         )
     return values, warnings
+
+
+def _raw_fields(record: Record) -> list[str]:
+    return strip_line_ending(record.raw).split("|")
+
+
+def _half_quoted_text(record: Record, layout: CsvLayout) -> str:
+    """The pipe row's text field as written when it is half quoted (see is_half_quoted), else ""."""
+    raw = _raw_fields(record)
+    at = layout.columns.index("text")
+    return raw[at].strip() if len(raw) > at and is_half_quoted(raw[at]) else ""
+
+
+def _other_fields_quoted(record: Record, columns: tuple[str, ...]) -> bool:
+    at = columns.index("text")
+    return any(is_wholly_quoted(value) for i, value in enumerate(_raw_fields(record)) if i != at and value.strip())
 
 
 def _too_many_fields(count: int, layout: CsvLayout) -> str:

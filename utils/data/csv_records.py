@@ -8,8 +8,9 @@ reading goes on from the next row, instead of one cell swallowing the rest of th
 (the coqui and LJSpeech formats) have no quoting: a quote there is ordinary text. In every format a
 line without any separator right after a row is that row's text broken across lines: the row is
 reported whole, not cut at the break (a line holding an audio path alone is a row of its own). A pipe-file
-field wholly in double quotes is unquoted by the CSV rules ("" is a quote); other quotes there are text.
-Each record counts one row.
+field wholly in double quotes is unquoted by the CSV rules ("" is a quote); other quotes there are text, except
+a text in quotes with an undoubled quote inside (`"He said "hi""`): an error in a file that quotes its fields, a
+warning otherwise (utils.data.csv_reader). Each record counts one row.
 """
 
 from __future__ import annotations
@@ -101,6 +102,13 @@ def unquote_field(value: str) -> str:
 
 def is_wholly_quoted(value: str) -> bool:
     return _WHOLLY_QUOTED.fullmatch(value) is not None
+
+
+def is_half_quoted(value: str) -> bool:
+    """A field that starts and ends with a double quote but is not quoted by the CSV rules: a quote inside it is
+    not doubled (`"He said "hi""`). Either a quoted cell written by hand, or a text that begins and ends a quote."""
+    text = value.strip()
+    return len(text) >= 2 and text[0] == text[-1] == '"' and not is_wholly_quoted(text)
 
 
 def split_line(text: str, separator: str) -> list[str]:

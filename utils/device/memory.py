@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
+
 import psutil
 import torch
 
@@ -36,6 +40,54 @@ def get_memory_stats() -> dict[str, float | None]:
         swap_total_mb=round(swap.total / _MB, 1),
     )
     return stats
+
+
+class PeakWatch:
+    """The CUDA allocator's peak allocated bytes while a `watch_peak` block ran (None without CUDA)."""
+
+    def __init__(self) -> None:
+        self.peak_bytes: int | None = None
+
+    def fold(self, value: int) -> None:
+        self.peak_bytes = value if self.peak_bytes is None else max(self.peak_bytes, value)
+
+
+_watches: list[PeakWatch] = []
+_watches_lock = threading.Lock()
+
+
+def _cuda_ready() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
+def reset_peak_allocated() -> None:
+    """torch's peak reset (the metrics keep a peak per record), after the peak so far is folded into every open
+    `watch_peak`: torch keeps one peak, and the spans watched overlap the records."""
+    if not _cuda_ready():
+        return
+    with _watches_lock:
+        peak = torch.cuda.max_memory_allocated()
+        for watch in _watches:
+            watch.fold(peak)
+        torch.cuda.reset_peak_memory_stats()
+
+
+@contextlib.contextmanager
+def watch_peak() -> Iterator[PeakWatch]:
+    """The CUDA allocator's peak allocated bytes inside the block (`.peak_bytes` after it; None without CUDA),
+    whatever resets torch's peak meanwhile through `reset_peak_allocated`."""
+    watch = PeakWatch()
+    if _cuda_ready():
+        watch.fold(torch.cuda.memory_allocated())
+    with _watches_lock:
+        _watches.append(watch)
+    try:
+        yield watch
+    finally:
+        with _watches_lock:
+            _watches.remove(watch)
+            if _cuda_ready():
+                watch.fold(torch.cuda.max_memory_allocated())
 
 
 def format_memory_stats(stats: dict[str, float | None] | None = None) -> str:

@@ -9,7 +9,8 @@ a synthesis, a transcription or Gradio's own threads do not; so the web app plan
 
 One child is kept warm (started by `warm_up()` when the app starts, else by the first call): importing torch
 and coqui takes seconds, a process's first trace pays one-time costs (warm_up plans train_gpt's defaults), and
-the child keeps the planner's cached batch models between calls. Calls are served one
+the child keeps the planner's cached batch models between calls. With `on_progress`, the planner's messages (a
+configuration with no shipped memory model being traced) reach the caller while the call runs. Calls are served one
 at a time; a call that raises in the child raises the same exception here; a child that dies is replaced by the
 next call. The child speaks pickle on a pipe with this process only (both are this program).
 """
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,14 +113,18 @@ class PlannerChild:
         with self._lock:
             self._start()
 
-    def call(self, function: str, *args: Any, **kwargs: Any) -> Any:
+    def call(self, function: str, *args: Any, on_progress: Callable[[str], None] | None = None, **kwargs: Any) -> Any:
         if function not in FUNCTIONS:
             raise ValueError(f"{function!r} is not a planner function ({', '.join(FUNCTIONS)}).")
         with self._lock:
             try:
                 process = self._start()
-                _write(process.stdin, (function, args, kwargs))
+                _write(process.stdin, (function, args, kwargs, on_progress is not None))
                 status, value = _read(process.stdout)
+                while status == "progress":  # the planner's messages, then its answer
+                    if on_progress is not None:
+                        on_progress(value)
+                    status, value = _read(process.stdout)
             except (EOFError, BrokenPipeError, OSError) as exc:
                 self._stop()
                 raise PlannerChildError(f"The memory planner's process ended unexpectedly ({exc}).") from exc
@@ -150,9 +156,10 @@ _CHILD = PlannerChild()
 atexit.register(_CHILD.close)
 
 
-def plan_in_child(function: str, *args: Any, **kwargs: Any) -> Any:
-    """`function(*args, **kwargs)` of the planner (a name from FUNCTIONS), run in the warm child process."""
-    return _CHILD.call(function, *args, **kwargs)
+def plan_in_child(function: str, *args: Any, on_progress: Callable[[str], None] | None = None, **kwargs: Any) -> Any:
+    """`function(*args, **kwargs)` of the planner (a name from FUNCTIONS), run in the warm child process;
+    `on_progress(message)` hears the planner's progress (it is given to the function as `progress`)."""
+    return _CHILD.call(function, *args, on_progress=on_progress, **kwargs)
 
 
 def warm_up(background: bool = True, plan_defaults: bool = True) -> None:
@@ -196,9 +203,11 @@ def _serve() -> None:
     _write(channel_out, "ready")
     while True:
         try:
-            function, args, kwargs = _read(channel_in)
+            function, args, kwargs, wants_progress = _read(channel_in)
         except EOFError:
             return
+        if wants_progress:
+            kwargs = {**kwargs, "progress": lambda message: _write(channel_out, ("progress", str(message)))}
         try:
             result = ("returned", getattr(importlib.import_module(FUNCTIONS[function]), function)(*args, **kwargs))
         except Exception as exc:  # noqa: BLE001 - sent back and raised in the caller

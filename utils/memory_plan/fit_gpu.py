@@ -18,8 +18,8 @@ from typing import Any
 
 from utils.memory_plan.planner import GIB, detected_free_bytes, estimate_gpt_memory, largest_batch_that_fits
 from utils.options.arguments import TrainArguments, fold_precision_alias
+from utils.options.plan_options import CARD_SIZES_GB, checked_plan_call
 
-CARD_SIZES_GB = (4, 6, 8, 12, 16, 24, 48, 80)
 # Of a card's memory, what a training process can have: the driver and display keep a little.
 CARD_USABLE_FRACTION = 0.97
 MIN_USEFUL_BATCH = 4  # below this a configuration is only taken when nothing reaches it
@@ -64,9 +64,15 @@ class GpuFit:
             "",
             "| configuration | batch that fits (up to the effective batch) | grad_acumm |",
             "|---|---|---|",
-            *[f"| {t['name']} | {t['largest_batch']} | {t['grad_acumm']} |" for t in self.tried],
+            *[_tried_row(t) for t in self.tried],
         ]
         return "\n".join(lines)
+
+
+def _tried_row(tried: dict[str, Any]) -> str:
+    if tried["largest_batch"] == 0:
+        return f"| {tried['name']} | does not fit | – |"
+    return f"| {tried['name']} | {tried['largest_batch']} | {tried['grad_acumm']} |"
 
 
 def free_memory_for(card_gb: float | None, free_bytes: int | None) -> tuple[int, str]:
@@ -85,32 +91,44 @@ def free_memory_for(card_gb: float | None, free_bytes: int | None) -> tuple[int,
     return detected, f"the GPU's free memory now: {detected / GIB:.2f} GiB"
 
 
-def _batch_for(effective: int, keywords: dict[str, Any], free: int) -> tuple[int, int]:
+def _batch_for(effective: int, keywords: dict[str, Any], free: int, progress: Any = None) -> tuple[int, int]:
     """(batch_size, grad_acumm) keeping `effective`: one step when the batch alone fits it, else the largest
     batch planned with the gradients held between micro-steps. (0, 0) when nothing fits."""
-    alone = largest_batch_that_fits(free, **{**keywords, "grad_acumm": 1})
+    alone = largest_batch_that_fits(free, **{**keywords, "grad_acumm": 1}, progress=progress)
     if alone >= effective:
         return effective, 1
-    held = largest_batch_that_fits(free, **{**keywords, "grad_acumm": 2})
+    held = largest_batch_that_fits(free, **{**keywords, "grad_acumm": 2}, progress=progress)
     if held == 0:
         return (alone, 1) if alone else (0, 0)
     return held, math.ceil(effective / held)
 
 
 def fit_my_gpu(
-    *args: Any, card_gb: float | None = None, free_bytes: int | None = None, progress: Any = None, **kwargs: Any
+    *args: Any,
+    card_gb: float | None = None,
+    free_bytes: int | None = None,
+    progress: Any = None,
+    train_rows: int | None = None,
+    **kwargs: Any,
 ) -> GpuFit:
     """The fastest configuration of `train_gpt(*args, **kwargs)` that fits the GPU; see the module docstring.
 
     `card_gb`: plan for a card of this size (4, 6, 8, 12, 16, 24, 48, 80); `free_bytes`: for this much free
     memory; neither: the detected GPU's free memory. The arguments' batch_size x grad_acumm is the effective
-    batch kept. Raises ValueError when not even LoRA with batch 1 fits.
+    batch kept, at most `train_rows` (the dataset's training clips, when known: a larger batch holds no more).
+    `progress(message)` hears each configuration planned, and a trace where one is needed.
+    Raises ValueError when not even LoRA with batch 1 fits.
     """
+    own = {"card_gb": card_gb, "free_bytes": free_bytes, "train_rows": train_rows}
+    checked = checked_plan_call(args, {**kwargs, **own})  # utils.options
+    card_gb, free_bytes, train_rows = (checked.pop(name) for name in own)
+    kwargs = checked
     free, source = free_memory_for(card_gb, free_bytes)
     given = fold_precision_alias({**dict(zip(TrainArguments.positional_names(), args)), **kwargs})
     batch = given.get("batch_size", TrainArguments.batch_size)
     batch = int(batch) if str(batch).strip().isdigit() else int(TrainArguments.batch_size)  # "auto": the default
-    effective = max(1, batch * int(given.get("grad_acumm", TrainArguments.grad_acumm)))
+    wanted = max(1, batch * int(given.get("grad_acumm", TrainArguments.grad_acumm)))
+    effective = min(wanted, train_rows) if train_rows else wanted
     # The fastest settings: SDPA and mixed precision on (a precision asked for by name kept, fp32 made auto).
     precision = given.get("precision", TrainArguments.precision)
     fastest = {"enable_sdpa": True, "precision": precision if precision in MIXED_PRECISIONS else "auto"}
@@ -120,7 +138,7 @@ def fit_my_gpu(
         if progress is not None:
             progress(f"planning: {name}")
         keywords = {**common, **change}
-        size, accumulation = _batch_for(effective, keywords, free)
+        size, accumulation = _batch_for(effective, keywords, free, progress)
         tried.append({"name": name, "change": change, "largest_batch": size, "grad_acumm": accumulation})
     useful = [t for t in tried if t["largest_batch"] >= min(effective, MIN_USEFUL_BATCH)]
     fitting = [t for t in tried if t["largest_batch"] > 0]
@@ -137,22 +155,27 @@ def fit_my_gpu(
         **fastest,
     }
     keywords.setdefault("optimizer", "adamw")
-    estimate = estimate_gpt_memory(**{**common, **keywords})
+    estimate = estimate_gpt_memory(**{**common, **keywords}, progress=progress)
     return GpuFit(
         keywords=keywords,
         name=chosen["name"],
         peak_gib=estimate.peak_gib,
         required_gib=estimate.required_bytes / GIB,
         free_gib=free / GIB,
-        reasons=_reasons(chosen, tried, effective, source, useful),
+        reasons=_reasons(chosen, tried, effective, source, useful, wanted),
         tried=tried,
     )
 
 
 def _reasons(
-    chosen: dict[str, Any], tried: list[dict[str, Any]], effective: int, source: str, useful: list
+    chosen: dict[str, Any], tried: list[dict[str, Any]], effective: int, source: str, useful: list, wanted: int
 ) -> list[str]:
     reasons = [f"Memory: {source}."]
+    if effective < wanted:
+        reasons.append(
+            f"The dataset has {effective} training clips: the effective batch is {effective}, not {wanted} "
+            "(a larger batch would hold the same clips)."
+        )
     for t in tried[: tried.index(chosen)]:
         why = "nothing fits" if t["largest_batch"] == 0 else f"only batch {t['largest_batch']} fits"
         reasons.append(f"Not {t['name']}: {why}.")

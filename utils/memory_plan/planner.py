@@ -1,10 +1,12 @@
-"""`estimate_gpt_memory`: the peak GPU memory of a `train_gpt` step, with a breakdown, before training.
+"""`estimate_gpt_memory`: the peak GPU memory of each phase of a `train_gpt` run, with a breakdown, before training.
 
 It takes the same keywords as `train_gpt`, builds the model those keywords would build (no weights:
-fake tensors) and traces the training step (see `utils.memory_plan.trace`). Traces are taken at
-two batch sizes and fitted per allocation, so every batch size is then known at once; fits are
-cached per architecture and settings for the life of the process (a full-size fit takes ~30 s on
-a CPU, the tiny model's a few seconds).
+fake tensors) and traces the training step and one batch of the eval pass (see `utils.memory_plan.trace`).
+Traces are taken at two batch sizes and fitted per allocation, so every batch size is then known at once; fits
+are cached per architecture and settings for the life of the process (a full-size fit takes 1-3 minutes on a
+CPU, the tiny model's a few seconds). For the published architecture and Fit my GPU's option sets the fit is
+shipped (`memory_model`): no trace. The scored evaluation and the checkpoint save are planned from the step's
+resident memory (`run_phases`); the largest phase is the peak.
 
 The peak is what PyTorch's allocator would hand out (`torch.cuda.max_memory_allocated`) plus the
 CUDA overhead that never shows in it: the CUDA context, lazily loaded kernels and the cuBLAS
@@ -27,33 +29,34 @@ import numbers
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from utils.constants import XTTS_SAMPLE_RATE
 from utils.device.gpu import GPUInfo, detect_gpu
 from utils.device.memory import get_memory_stats
+from utils.memory_plan import memory_model
 from utils.memory_plan import tracker as t
 from utils.memory_plan.architecture import resolve_architecture
+from utils.memory_plan.estimate import (  # noqa: F401 - BREAKDOWN, GIB and the constants: imported from here too
+    BREAKDOWN,
+    CUDA_CONTEXT_BYTES,
+    CUDA_KERNELS_AND_WORKSPACES_BYTES,
+    GIB,
+    MIB,
+    SAFETY_MARGIN,
+    MemoryEstimate,
+    make_estimate,
+)
 from utils.memory_plan.trace import BatchModel, DirectTraces, StepSettings
 from utils.model.base_models import check_version_name
 from utils.model.lora import parse_targets
 from utils.options.arguments import TrainArguments, fold_precision_alias, option_of
 from utils.options.input_files import check_input_files
 from utils.options.optimizations import FUSED_ADAMW, TrainingOptimizer
+from utils.options.plan_options import checked_plan_call
 from utils.text.languages import canonical_language
 
-GIB = 1024**3
-MIB = 1024**2
-# CUDA context right after the first CUDA call with lazy module loading (PyTorch's default since
-# 1.13): 287,047,680 bytes measured in pytorch/pytorch PR #86509 (666 MB with eager loading).
-CUDA_CONTEXT_BYTES = 300 * MIB
-# Kernels loaded lazily during training (cuBLAS, cuDNN, PyTorch's) and cuBLAS workspaces: an
-# estimate, not a measurement (no GPU was available when this was written).
-CUDA_KERNELS_AND_WORKSPACES_BYTES = 150 * MIB
-# Allocator fragmentation (reserved beyond allocated) plus the planner's own error, as a fraction
-# of the traced peak: a batch "fits" only with this much to spare.
-SAFETY_MARGIN = 0.10
 MAX_BATCH = int(option_of("batch_size").maximum or 512)
 PLANNER_OPTIONS = (
     "device",
@@ -67,99 +70,35 @@ PLANNER_OPTIONS = (
     "safety_margin",
     "progress_callback",
     "stop_event",
+    "progress",  # a callable given a message while a configuration is traced (not shipped)
+    "generated_rows",  # texts per scored evaluation (default run_phases.generated_rows(quality_eval))
+    "decoder_on_gpu",  # the HiFi-GAN decoder and speaker encoder on the GPU in scored evaluations
+    "whisper_on_gpu",
 )
-BREAKDOWN = (
-    "weights",
-    "gradients",
-    "optimizer_state",
-    "activations",
-    "optimizer_temporaries",
-    "frozen_models",
-    "cuda_overhead",
-)
-PHASES = {t.ACTIVATIONS: "forward", t.BACKWARD: "backward", t.OPTIMIZER_TEMP: "optimizer step"}
-
-
-@dataclass
-class MemoryEstimate:
-    """A plan's answer. Unpacks as `peak_gib, breakdown_gib = estimate_gpt_memory(...)`."""
-
-    peak_gib: float  # traced peak + CUDA overhead
-    breakdown_gib: dict[str, float]  # BREAKDOWN keys; they sum to peak_gib
-    batch_size: int
-    peak_phase: str  # "forward" | "backward" | "optimizer step"
-    settings: dict[str, Any]
-    architecture: str
-    traced_peak_bytes: int
-    cuda_overhead_bytes: int
-    safety_margin: float
-    trace_seconds: float  # spent tracing for this call (0 when the fit was cached)
-    detail_bytes: dict[str, int] = field(default_factory=dict)  # the tracker's categories at the peak
-    batch_plan: str = ""  # which batch was planned (the longest the sampler can produce), in words
-    # Host RAM (CPU memory), not in peak_gib: "checkpoint_copy" (a background save's CPU copy of weights and
-    # optimizer state), and for a CPU run "training_step" (the step's peak, the same RAM).
-    host_breakdown_gib: dict[str, float] = field(default_factory=dict)
-    checkpoint_copy_bytes: int = 0  # host_breakdown_gib["checkpoint_copy"] in bytes
-
-    @property
-    def host_gib(self) -> float:
-        """Host RAM this plan counts (beyond the Python process, libraries and the data loader)."""
-        return sum(self.host_breakdown_gib.values())
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter((self.peak_gib, self.breakdown_gib))
-
-    @property
-    def required_bytes(self) -> int:
-        """Free memory this run needs: the peak plus the safety margin on the traced part; for a CPU run (RAM)
-        also a background save's CPU copy, which lives beside the step."""
-        copy = self.checkpoint_copy_bytes if self.settings.get("device") == "cpu" else 0
-        return int(self.traced_peak_bytes * (1 + self.safety_margin)) + self.cuda_overhead_bytes + copy
-
-    def fits(self, free_bytes: int) -> bool:
-        return self.required_bytes <= free_bytes
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()} | {"required_bytes": self.required_bytes}
-
-    def to_markdown(self) -> str:
-        lines = [
-            (
-                f"**Predicted peak: {self.peak_gib:.2f} GiB** at batch {self.batch_size} ({self.peak_phase}); "
-                f"{self.required_bytes / GIB:.2f} GiB free needed with a {self.safety_margin:.0%} margin."
-            ),
-            "",
-        ]
-        lines += [f"- {name.replace('_', ' ')}: {gib:.2f} GiB" for name, gib in self.breakdown_gib.items()]
-        copy = self.host_breakdown_gib.get("checkpoint_copy")
-        if copy is not None:
-            where = (
-                f"{self.host_gib:.2f} GiB in all with the step's {self.host_breakdown_gib['training_step']:.2f} GiB"
-                if "training_step" in self.host_breakdown_gib
-                else "beside the GPU figure above"
-            )
-            lines.append(
-                f"- host RAM while a checkpoint is saved in the background: {copy:.2f} GiB (its CPU copy of the "
-                f"weights and optimizer state, one save in flight at most; {where})"
-            )
-        if self.batch_plan:
-            lines += ["", self.batch_plan]
-        lines += ["", f"Architecture: {self.architecture}."]
-        return "\n".join(lines)
-
-
 _FITS: OrderedDict[StepSettings, BatchModel | DirectTraces] = OrderedDict()
 _FITS_LOCK = threading.Lock()
 _FITS_KEPT = 32
 
 
-def batch_model(settings: StepSettings) -> tuple[BatchModel | DirectTraces, float]:
-    """The cached batch fit for these settings (batch size ignored), and the seconds spent tracing now."""
+def batch_model(
+    settings: StepSettings, progress: Any = None
+) -> tuple[BatchModel | DirectTraces | memory_model.ShippedFit, float]:
+    """The batch fit for these settings (batch size ignored), and the seconds spent tracing now: the shipped memory
+    model's when it has them (at once), else a traced fit, cached for the process. `progress(message)` hears of
+    a trace before it starts (a full-size fit takes a minute or two on a CPU)."""
+    shipped = memory_model.lookup(settings)
+    if shipped is not None:
+        return shipped, 0.0
     key = settings.key()
     with _FITS_LOCK:
         if key in _FITS:
             _FITS.move_to_end(key)
             return _FITS[key], 0.0
+    if progress is not None:
+        progress(
+            f"Tracing the training step of {settings.architecture.layers} layers x {settings.architecture.width} "
+            "at batch 2 and 3 (no shipped memory model for these settings; a full-size fit takes 1-3 minutes)"
+        )
     try:
         fit: BatchModel | DirectTraces = BatchModel.calibrate(settings)
         fit.traces = []  # keep only the fitted series
@@ -284,87 +223,6 @@ def step_settings(arguments: TrainArguments, options: dict[str, Any]) -> StepSet
     )
 
 
-def _settings_summary(settings: StepSettings, options: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "device": settings.target,
-        "precision": settings.precision,
-        "grad_checkpoint": settings.grad_checkpoint,
-        "sdpa": settings.sdpa,
-        "fused_adamw": settings.fused_adamw,
-        "optimizer": settings.optimizer,
-        "lora_rank": settings.lora_rank,
-        "leaner_steps": settings.leaner_steps,
-        "grad_acumm": settings.grad_accum_steps,
-        "max_audio_length": settings.audio_samples,  # the planned longest clip
-        "longest_clip_seconds": settings.audio_samples / XTTS_SAMPLE_RATE,
-        "clip_lengths_given": options.get("clip_seconds") is not None,
-        "text_tokens": settings.text_tokens,
-        "frozen_models_on_gpu": bool(options.get("frozen_models_on_gpu", True)),
-    }
-
-
-def _estimate(
-    fit: BatchModel | DirectTraces, settings: StepSettings, batch: int, options: dict[str, Any], seconds: float
-) -> MemoryEstimate:
-    phase, detail = fit.at(batch)
-    if not options.get("frozen_models_on_gpu", True):
-        detail = {**detail, t.FROZEN: 0}  # a constant category: removing it moves no other
-    cuda = settings.target == "cuda"
-    default_overhead = CUDA_CONTEXT_BYTES + CUDA_KERNELS_AND_WORKSPACES_BYTES if cuda else 0
-    given = options.get("cuda_overhead_bytes")
-    overhead = int(given) if given is not None else default_overhead
-    traced = sum(detail.values())
-    copy = int(getattr(fit, "checkpoint_copy_bytes", 0))
-    host = {"checkpoint_copy": copy / GIB} if copy else {}
-    if host and not cuda:
-        host = {"training_step": traced / GIB, **host}
-    parts = {
-        "weights": detail[t.WEIGHTS],
-        "gradients": detail[t.GRADIENTS],
-        "optimizer_state": detail[t.OPTIMIZER_STATE],
-        "activations": detail[t.ACTIVATIONS] + detail[t.BACKWARD],
-        "optimizer_temporaries": detail[t.OPTIMIZER_TEMP],
-        "frozen_models": detail[t.FROZEN],
-        "cuda_overhead": overhead,
-    }
-    return MemoryEstimate(
-        peak_gib=(traced + overhead) / GIB,
-        breakdown_gib={k: v / GIB for k, v in parts.items()},
-        batch_size=batch,
-        peak_phase=PHASES.get(phase, phase),
-        settings=_settings_summary(settings, options),
-        architecture=settings.architecture.source,
-        traced_peak_bytes=traced,
-        cuda_overhead_bytes=overhead,
-        safety_margin=float(options.get("safety_margin", SAFETY_MARGIN if cuda else 0.0)),
-        trace_seconds=seconds,
-        detail_bytes=detail,
-        batch_plan=_batch_plan(settings, batch, options.get("clip_seconds")),
-        host_breakdown_gib=host,
-        checkpoint_copy_bytes=copy,
-    )
-
-
-def _batch_plan(settings: StepSettings, batch: int, clip_seconds: Sequence[float] | None) -> str:
-    """The planned batch in words: the longest the training sampler can produce, and where its length comes from."""
-    seconds, conditioning = settings.audio_samples / XTTS_SAMPLE_RATE, settings.conditioning_samples / XTTS_SAMPLE_RATE
-    if clip_seconds is None:
-        source = "max_audio_length: no clip lengths were given; pass clip_seconds to plan the dataset's own"
-    else:
-        kept = sum(1 for s in clip_seconds if 0 < round(float(s) * XTTS_SAMPLE_RATE) <= settings.audio_samples)
-        source = (
-            f"the longest of the {kept} training clips the loader keeps"
-            if kept
-            else "max_audio_length: none of the given clips is within it"
-        )
-    return (
-        f"Planned for the longest batch the training sampler can produce: {batch} clip(s) padded to {seconds:.2f} s "
-        f"({source}), text padded to {settings.text_tokens} tokens (the limit), {conditioning:.0f} s "
-        "of conditioning. A batch is padded to its longest clip with or without length grouping; with it, the "
-        "longest batch is full of clips that long."
-    )
-
-
 def largest_batch_that_fits(free_bytes: int, *args: Any, **kwargs: Any) -> int:
     """The largest batch size whose step fits in `free_bytes` with the safety margin; 0 if none does.
 
@@ -374,12 +232,13 @@ def largest_batch_that_fits(free_bytes: int, *args: Any, **kwargs: Any) -> int:
     """
     if not isinstance(free_bytes, int) or free_bytes < 0:
         raise ValueError(f"free_bytes must be a whole number of bytes >= 0; got {free_bytes!r}.")
+    kwargs = checked_plan_call(args, kwargs)  # every number checked where train_gpt's are (utils.options)
     arguments, options, _ = _arguments(args, {**kwargs, "batch_size": 1})
     settings = step_settings(arguments, options)
-    fit, seconds = batch_model(settings)
+    fit, seconds = batch_model(settings, options.get("progress"))
 
     def fits(batch: int) -> bool:
-        return _estimate(fit, settings, batch, options, seconds).fits(free_bytes)
+        return make_estimate(fit, settings, batch, options, seconds, arguments).fits(free_bytes)
 
     if not fits(1):
         return 0
@@ -405,6 +264,7 @@ def estimate_gpt_memory(*args: Any, **kwargs: Any) -> MemoryEstimate:
     No weights are read: a published version that is not downloaded uses its known architecture.
     Raises ValueError for a bad argument, or for batch_size="auto" when nothing fits or no free memory is known.
     """
+    kwargs = checked_plan_call(args, kwargs)  # every number checked where train_gpt's are (utils.options)
     arguments, options, batch = _arguments(args, kwargs)
     if batch == "auto":
         free = options.get("free_bytes")
@@ -421,8 +281,23 @@ def estimate_gpt_memory(*args: Any, **kwargs: Any) -> MemoryEstimate:
             )
         arguments = replace(arguments, batch_size=batch)
     settings = step_settings(arguments, options)
-    fit, seconds = batch_model(settings)
-    return _estimate(fit, settings, arguments.batch_size, options, seconds)
+    fit, seconds = batch_model(settings, options.get("progress"))
+    return make_estimate(fit, settings, arguments.batch_size, options, seconds, arguments)
+
+
+def largest_generation_batch(*args: Any, generated_rows: int | None = None, **kwargs: Any) -> int:
+    """How many texts a scored evaluation should generate at once for `train_gpt(*args, **kwargs)`: the largest
+    generation batch (1 to the texts per evaluation) that keeps the evaluation's peak (weights, AdamW state, the
+    KV cache at the length cap) at or below the training step's. At least 1: where even one text raises the
+    run's peak, `estimate_gpt_memory(...).phase_notes` says so. 0 when quality_eval is 0.
+
+    `generated_rows`: texts per scored evaluation (default `run_phases.generated_rows(quality_eval)`: the
+    sentences and the probe texts). Other arguments and planner options as `estimate_gpt_memory` (give the run's
+    batch size, and device="cpu" for a CPU run). Answered from the shipped memory model for the published
+    architecture and Fit my GPU's option sets; other settings are traced, which patches torch for the process
+    meanwhile: call it before the run builds its model, as batch_size="auto" is planned.
+    """
+    return estimate_gpt_memory(*args, generated_rows=generated_rows, **kwargs).generation_batch
 
 
 def fit_advice(estimate: MemoryEstimate) -> list[str]:
@@ -435,7 +310,7 @@ def fit_advice(estimate: MemoryEstimate) -> list[str]:
         advice.append("Turn on mixed precision (precision='auto') on a Volta or newer GPU.")
     if not s["sdpa"]:
         advice.append("Turn on SDPA attention (enable_sdpa=True): no attention matrices are kept.")
-    if not s["fused_adamw"] and s["optimizer"] == "adamw" and estimate.peak_phase == "optimizer step":
+    if not s["fused_adamw"] and s["optimizer"] == "adamw" and estimate.step_phase == "optimizer step":
         advice.append("The optimizer step sets the peak: a fused AdamW would avoid its temporary copy of the weights.")
     if s["optimizer"] == "adamw" and estimate.breakdown_gib.get("optimizer_state", 0) > 1.0:
         advice.append("Use optimizer='adamw_8bit' (bitsandbytes): AdamW's state in a quarter of the memory.")
@@ -469,6 +344,7 @@ def ways_to_fit(free_bytes: int, *args: Any, **kwargs: Any) -> list[dict[str, An
     one fit the first time (a few seconds for the tiny model, ~20-30 s at full size). Items: change, keywords,
     peak_gib, required_gib, fits.
     """
+    kwargs = checked_plan_call(args, kwargs)  # every number checked where train_gpt's are (utils.options)
     arguments, _, _ = _arguments(args, kwargs)
     given = fold_precision_alias(dict(zip(TrainArguments.positional_names(), args)) | kwargs)
     off = {flag: on for flag, on, _ in _OPTIMIZATIONS if getattr(arguments, flag) in (False, "fp32")}

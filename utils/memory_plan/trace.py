@@ -10,6 +10,10 @@ state already allocated (steady state), and, with gradient accumulation, the gra
 previous micro-step still held (the last micro-step of a cycle, which also steps the optimizer).
 FP16's GradScaler is left out: it scales the loss and unscales the gradients in place (a few scalars).
 
+After the step the trace runs one batch of the eval-loss pass as coqui's `Trainer.eval_epoch` does (the whole
+model in eval mode, `format_batch_on_device`, `eval_step` under inference mode and the run's autocast): the events
+from `eval_from` on are that phase, with the weights and AdamW state still resident.
+
 `trace_step` returns the live bytes per category after every allocation and free. `BatchModel`
 turns two traces at batch sizes 2 and 3 into the peak for any batch size: every allocation is
 either fixed or proportional to the batch, so the series of one is `fixed + batch x per_sample`,
@@ -25,6 +29,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -86,9 +91,18 @@ class StepTrace:
     seconds: float
     assumed_true: int = 0
     checkpoint_copy_bytes: int = 0  # host RAM of a background save's CPU copy (`checkpoint_copy_bytes`)
+    eval_from: int | None = None  # the first event of the eval-loss pass (None: the trace has none)
 
     def peak(self) -> tuple[int, dict[str, int]]:
-        index = int(self.events.sum(axis=1).argmax())
+        """(event, bytes per category) at the training step's peak."""
+        return self._peak(0, len(self.events) if self.eval_from is None else self.eval_from)
+
+    def eval_peak(self) -> tuple[int, dict[str, int]] | None:
+        """(event, bytes per category) at the eval-loss pass's peak, or None."""
+        return None if self.eval_from is None else self._peak(self.eval_from, len(self.events))
+
+    def _peak(self, start: int, end: int) -> tuple[int, dict[str, int]]:
+        index = start + int(self.events[start:end].sum(axis=1).argmax())
         return index, dict(zip(t.CATEGORIES, (int(v) for v in self.events[index]), strict=True))
 
 
@@ -230,6 +244,23 @@ def _step(model: Any, optimizer: Any, batch: dict[str, Any], settings: StepSetti
     optimizer.zero_grad(set_to_none=True)
 
 
+def _eval_step(model: Any, batch: dict[str, Any], settings: StepSettings, tracker: t.MemoryTracker) -> None:
+    """One batch of coqui's Trainer.eval_epoch: the whole model in eval mode, the batch formatted, then eval_step
+    inside the run's autocast (FineTuneTrainer.eval_step); training mode again after. coqui runs it under
+    inference_mode; no_grad keeps the same tensors (no graph either way), and a fake trace's one branch on a value
+    (coqui's stop-token assert) is only answered outside inference mode."""
+    tracker.phase = t.ACTIVATIONS
+    model.eval()
+    try:
+        batch = model.format_batch_on_device(model.format_batch(batch))
+        lower = LOWER_PRECISION.get(settings.precision, torch.bfloat16)
+        with torch.autocast("cpu", dtype=lower, enabled=settings.precision in LOWER_PRECISION), torch.no_grad():
+            model.eval_step(batch, None)
+    finally:
+        model.train()
+        model.on_train_epoch_start(SimpleNamespace(model=model))
+
+
 def trace_step(settings: StepSettings) -> StepTrace:
     """Trace one steady-state training step; the live bytes after every event."""
     with _TRACE_LOCK:
@@ -284,8 +315,12 @@ def _trace_step(settings: StepSettings) -> StepTrace:
         handles = _register_resident(tracker, model, optimizer, settings)
         try:
             with tracker:
-                batch = worst_case_batch(settings, model.args.gpt_use_masking_gt_prompt_approach)
+                masking = model.args.gpt_use_masking_gt_prompt_approach
+                batch = worst_case_batch(settings, masking)
                 _step(model, optimizer, batch, settings, tracker)
+                del batch  # the loader's next batch replaces it
+                eval_from = len(tracker.events)
+                _eval_step(model, worst_case_batch(settings, masking), settings, tracker)
         finally:
             for handle in handles:
                 handle.remove()
@@ -296,6 +331,7 @@ def _trace_step(settings: StepSettings) -> StepTrace:
         time.perf_counter() - started,
         metadata.assumed_true,
         saved,
+        eval_from,
     )
 
 
@@ -331,6 +367,7 @@ class BatchModel:
     seconds: float
     traces: list[StepTrace] = field(default_factory=list)
     checkpoint_copy_bytes: int = 0  # the same at every batch size
+    eval_from: int | None = None  # the first run end of the eval-loss pass (None: no eval pass traced)
 
     @classmethod
     def calibrate(cls, settings: StepSettings, sizes: tuple[int, int] = (2, 3)) -> BatchModel:
@@ -339,7 +376,7 @@ class BatchModel:
         Raises PlanningError when the two traces do not have the same events.
         """
         small, large = (trace_step(replace(settings, batch_size=b)) for b in sizes)
-        if not _aligned(small, large):
+        if not _aligned(small, large) or small.eval_from != large.eval_from:
             raise t.PlanningError("The traces at two batch sizes differ in their events; cannot fit a batch model.")
         ends = run_ends(small.events)
         if not np.array_equal(ends, run_ends(large.events)):
@@ -348,13 +385,21 @@ class BatchModel:
         fixed = small.events[ends] - sizes[0] * per_sample
         phases = [small.phases[i] for i in ends]
         seconds = small.seconds + large.seconds
-        return cls(fixed, per_sample, phases, seconds, [small, large], small.checkpoint_copy_bytes)
+        eval_from = None if small.eval_from is None else int(np.searchsorted(ends, small.eval_from))
+        return cls(fixed, per_sample, phases, seconds, [small, large], small.checkpoint_copy_bytes, eval_from)
 
     def at(self, batch_size: int) -> tuple[str, dict[str, int]]:
         """(phase, bytes per category) at the step's peak for `batch_size`."""
-        series = self.fixed + batch_size * self.per_sample
+        return self._at(batch_size, 0, len(self.phases) if self.eval_from is None else self.eval_from)
+
+    def at_eval(self, batch_size: int) -> dict[str, int] | None:
+        """Bytes per category at the eval-loss pass's peak for an eval batch of `batch_size`, or None."""
+        return None if self.eval_from is None else self._at(batch_size, self.eval_from, len(self.phases))[1]
+
+    def _at(self, batch_size: int, start: int, end: int) -> tuple[str, dict[str, int]]:
+        series = self.fixed[start:end] + batch_size * self.per_sample[start:end]
         index = int(series.sum(axis=1).argmax())
-        return self.phases[index], dict(zip(t.CATEGORIES, (round(v) for v in series[index]), strict=True))
+        return self.phases[start + index], dict(zip(t.CATEGORIES, (round(v) for v in series[index]), strict=True))
 
 
 class DirectTraces:
@@ -364,13 +409,21 @@ class DirectTraces:
         self.settings = settings
         self.seconds = 0.0
         self.checkpoint_copy_bytes = 0
-        self._peaks: dict[int, tuple[str, dict[str, int]]] = {}
+        self._peaks: dict[int, tuple[str, dict[str, int], dict[str, int] | None]] = {}
 
-    def at(self, batch_size: int) -> tuple[str, dict[str, int]]:
+    def _traced(self, batch_size: int) -> tuple[str, dict[str, int], dict[str, int] | None]:
         if batch_size not in self._peaks:
             trace = trace_step(replace(self.settings, batch_size=batch_size))
             self.seconds += trace.seconds
             self.checkpoint_copy_bytes = trace.checkpoint_copy_bytes
             index, peak = trace.peak()
-            self._peaks[batch_size] = (trace.phases[index], peak)
+            evaluation = trace.eval_peak()
+            self._peaks[batch_size] = (trace.phases[index], peak, None if evaluation is None else evaluation[1])
         return self._peaks[batch_size]
+
+    def at(self, batch_size: int) -> tuple[str, dict[str, int]]:
+        phase, peak, _ = self._traced(batch_size)
+        return phase, peak
+
+    def at_eval(self, batch_size: int) -> dict[str, int] | None:
+        return self._traced(batch_size)[2]

@@ -122,6 +122,13 @@ def _written_args(func: Any, args: tuple, kwargs: dict) -> list[Any]:
     return written
 
 
+_SCALAR_READS = (
+    torch.ops.aten._local_scalar_dense.default,
+    torch.ops.aten.is_nonzero.default,
+    torch.ops.aten.item.default,
+)
+
+
 class RealMetadata(TorchDispatchMode):
     """Inside a FakeTensorMode: ops on real tensors only stay real, small non-float factories are
     made real, and a fake boolean that Python branches on counts as True (see `assumed_true`)."""
@@ -136,7 +143,8 @@ class RealMetadata(TorchDispatchMode):
         kwargs = kwargs or {}
         tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         fakes = [t for t in tensors if isinstance(t, FakeTensor)]
-        if func is torch.ops.aten._local_scalar_dense.default and fakes:
+        # Under inference mode (coqui's eval step) Python's bool() reaches this mode as is_nonzero or item.
+        if func in _SCALAR_READS and fakes:
             if fakes[0].dtype == torch.bool:
                 self.assumed_true += 1
                 return True

@@ -116,6 +116,49 @@ def check_version_name(version: str, models_dir: str | os.PathLike | None = None
     )
 
 
+# Entries a folder of base models may hold beside its model folders (./models ships a README).
+_MODELS_FOLDER_FILES = ("README.md", "README.txt", "README")
+WHISPER_FOLDER = "whisper"  # models/whisper/<name>/ (utils.quality.asr)
+
+
+def _is_model_folder(entry: Path) -> bool:
+    """A version folder: empty, holding base model files, or only hidden entries (a download's .cache)."""
+    names = [child.name for child in entry.iterdir() if not child.name.startswith(".")]
+    return not names or any(name in MODEL_FILES for name in names)
+
+
+def check_models_folder(version: str, models_dir: str | os.PathLike | None = None) -> None:
+    """Refuse (ValueError) to write base model `version` into a folder that is not a folder of base models.
+
+    Nothing is refused where nothing would be written (the version's files are all there). Otherwise the folder
+    must not exist yet, be empty, or hold only what ./models holds: one folder per version (with model files, or
+    nothing yet), whisper/, a README and hidden entries. So models_dir='/etc' (or any folder of other files) is
+    refused before a model of hundreds of MB lands among someone's files."""
+    root = models_root(models_dir)
+    if not missing_files(root / version):
+        return
+    if not root.exists():
+        return
+    if not root.is_dir():
+        raise ValueError(f"models_dir {str(root)!r} is a file, not a folder of base models.")
+    foreign = sorted(
+        entry.name
+        for entry in root.iterdir()
+        if not entry.name.startswith(".")
+        and entry.name not in _MODELS_FOLDER_FILES
+        and not (entry.is_dir() and (entry.name == WHISPER_FOLDER or _is_model_folder(entry)))
+    )
+    if foreign:
+        shown = ", ".join(repr(name) for name in foreign[:3]) + (
+            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        )
+        raise ValueError(
+            f"models_dir {str(root)!r} is not a folder of base models: it holds {shown}, so base model {version!r} "
+            f"is not written into it. Give a new or empty folder, or one laid out as <models_dir>/<version>/ "
+            f"({', '.join(MODEL_FILES)}), as ./models is."
+        )
+
+
 def hub_unreachable(timeout: float = 4.0) -> str:
     """Why the model hub cannot be reached now ("" when it can): offline mode, or no connection within
     `timeout` seconds. Asked once before any download, so an offline machine fails in seconds."""
@@ -173,6 +216,8 @@ def ensure_base_model(version: str, models_dir: str | os.PathLike | None = None,
     """
     check_version_name(version, models_dir)
     folder = models_root(models_dir) / version
+    if download or version == TINY:
+        check_models_folder(version, models_dir)  # before anything is built or fetched into it
     if version == TINY:
         return BaseModel(version, ensure_tiny_model(folder))
     missing = missing_files(folder)

@@ -18,11 +18,13 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+import torchaudio
 
 from utils.audio.io import AudioError, load_audio
+from utils.constants import XTTS_SAMPLE_RATE
 from utils.model.base_models import models_root
 from utils.model.checkpoints import loadable_checkpoint
-from utils.model.ready import READY_DIR, REFERENCE_WAV, read_finetune_info, recover_ready
+from utils.model.ready import READY_DIR, REFERENCE_WAV, inference_settings, read_finetune_info, recover_ready
 from utils.text.frontend import TextFrontEnd
 
 _lock = threading.Lock()  # one synthesis at a time per process: the model is shared
@@ -81,6 +83,12 @@ def _load(ready_dir: str, stamp: float, device: str) -> LoadedVoice:
     return LoadedVoice(model, folder, frontend, int(config.model_args.output_sample_rate), info)
 
 
+def load_voice_uncached(path: str | os.PathLike) -> LoadedVoice:
+    """A ready/ voice loaded afresh, not kept by the process (a run's end measures its voice once, then frees it)."""
+    folder = find_ready_dir(path)
+    return _load.__wrapped__(str(folder.resolve()), 0.0, _device())
+
+
 def unload_voice() -> None:
     """Free the loaded model (the web app does this before training, to leave the GPU to it)."""
     _load.cache_clear()
@@ -131,11 +139,22 @@ def seeded(seed: int | None) -> Iterator[None]:
 
 
 def conditioning_latents(model: Any, reference: str | os.PathLike) -> tuple[torch.Tensor, torch.Tensor]:
-    """XTTS's GPT conditioning latent and speaker embedding of a reference clip."""
+    """XTTS's GPT conditioning latent (on the GPT's device) and speaker embedding (on the device of the speaker
+    encoder, which lives in the HiFi-GAN decoder) of a reference clip: coqui's `Xtts.get_conditioning_latents`
+    with the settings it was called with (30 s at most, 4 s chunks), but coqui puts the clip on the GPT's device
+    for the speaker encoder too, which fails on a GPU while a training run keeps the decoder on the CPU. The clip
+    is read by the product's loader (soundfile; coqui's torchaudio.load needs FFmpeg)."""
+    rate = XTTS_SAMPLE_RATE
+    samples, _ = load_audio(reference, rate)
+    audio = torch.from_numpy(np.clip(samples[: rate * 30], -1.0, 1.0)).unsqueeze(0)
+    encoder = model.hifigan_decoder.speaker_encoder
+    device = next(encoder.parameters()).device
     with torch.inference_mode():
-        return model.get_conditioning_latents(
-            audio_path=[str(reference)], max_ref_length=30, gpt_cond_len=30, gpt_cond_chunk_len=4
-        )
+        audio_16k = torchaudio.functional.resample(audio, rate, 16000)
+        speaker = encoder.forward(audio_16k.to(device), l2_norm=True).unsqueeze(-1)
+        # coqui's own: the clip's mels on the CPU, the GPT's conditioning encoder on the model's device.
+        latent = model.get_gpt_cond_latents(audio, rate, length=30, chunk_length=4)
+    return latent, speaker
 
 
 def generate_wav(
@@ -202,6 +221,13 @@ def decode_latents(decoder: Any, latents: list[torch.Tensor], speaker: torch.Ten
     return wavs
 
 
+class GeneratedLatents(list):
+    """generate_latents' result: a list of latents (one per text) that also says, per text, whether the GPT emitted
+    its stop token before the text's cap (`stopped`): False is a clip cut at its cap, still speaking."""
+
+    stopped: list[bool]
+
+
 def generate_latents(
     model: Any,
     prepared_texts: list[str],
@@ -227,7 +253,7 @@ def generate_latents(
     are its own, per row), so a row generates as it would alone. Each clip is cut at its own
     `max_audio_tokens` (the batch runs to the largest) or at its first stop token. The sampling differs from
     one-by-one generation (one random stream for the batch); with `seed` it is repeatable, and with top_k=1
-    (greedy) it is the same as one by one."""
+    (greedy) it is the same as one by one. The list is a GeneratedLatents: `.stopped` says which rows stopped."""
     gpt = model.gpt
     lang = language.split("-")[0]
     device = next(gpt.parameters()).device
@@ -267,10 +293,12 @@ def generate_latents(
             repetition_penalty=float(repetition_penalty),
             output_attentions=False,
         )[:, inputs.shape[-1] :]
-        return [
+        result = GeneratedLatents(
             _row_latent(gpt, latent, text, generated[row : row + 1, :cap])
             for row, (text, cap) in enumerate(zip(texts, caps, strict=True))
-        ]
+        )
+        result.stopped = [bool((generated[row, :cap] == gpt.stop_audio_token).any()) for row, cap in enumerate(caps)]
+        return result
 
 
 def _left_padded_prefixes(
@@ -311,11 +339,11 @@ def synthesize(
     *,
     language: str | None = None,
     reference_wav: str | os.PathLike | None = None,
-    temperature: float = 0.75,
-    length_penalty: float = 1.0,
-    repetition_penalty: float = 5.0,
-    top_k: int = 50,
-    top_p: float = 0.85,
+    temperature: float | None = None,
+    length_penalty: float | None = None,
+    repetition_penalty: float | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
     speed: float = 1.0,
     max_audio_tokens: int | None = None,
     seed: int | None = None,
@@ -323,7 +351,8 @@ def synthesize(
 ) -> tuple[int, np.ndarray]:
     """Synthesize `text` with a run's voice; returns (sample_rate, float32 samples) and writes
     `output_wav` when given. `max_audio_tokens` caps the length (~21.5 tokens per second of speech);
-    `seed` makes the sampling repeatable (the same text, reference and seed give the same audio)."""
+    `seed` makes the sampling repeatable (the same text, reference and seed give the same audio). A sampling
+    setting left None is the voice's own (ready/config.json: chosen at the end of its run, or the base model's)."""
     if not text or not text.strip():
         raise ValueError("Text is empty: type what the voice should say.")
     voice = load_voice(model_path)
@@ -334,6 +363,14 @@ def synthesize(
     prepared = frontend.apply(text.strip())
     model = voice.model
     check_text_length(model, prepared, frontend.language)
+    given = {
+        "temperature": temperature,
+        "length_penalty": length_penalty,
+        "repetition_penalty": repetition_penalty,
+        "top_k": top_k,
+        "top_p": top_p,
+    }
+    sampling = {**inference_settings(voice.ready_dir), **{k: v for k, v in given.items() if v is not None}}
     with _lock:
         latent, speaker = conditioning_latents(model, reference)
         wav = generate_wav(
@@ -344,12 +381,8 @@ def synthesize(
             speaker,
             seed=seed,
             max_audio_tokens=max_audio_tokens,
-            temperature=temperature,
-            length_penalty=length_penalty,
-            repetition_penalty=repetition_penalty,
-            top_k=top_k,
-            top_p=top_p,
             speed=speed,
+            **sampling,
         )
     if output_wav:
         import soundfile as sf

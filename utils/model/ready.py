@@ -27,6 +27,14 @@ from utils.files import atomic_output, copy_file_atomic, save_torch_atomic, writ
 READY_DIR = "ready"
 FINETUNE_FILE = "finetune.json"
 REFERENCE_WAV = "reference.wav"
+# The sampling settings of XTTS's config.json (XttsConfig) and the base model's values of them.
+INFERENCE_DEFAULTS: dict[str, Any] = {
+    "temperature": 0.75,
+    "length_penalty": 1.0,
+    "repetition_penalty": 5.0,
+    "top_k": 50,
+    "top_p": 0.85,
+}
 # Keys of coqui's GPTTrainer that inference never reads.
 _TRAINING_ONLY = ("dvae.", "torch_mel_spectrogram_style_encoder.", "torch_mel_spectrogram_dvae.")
 
@@ -156,6 +164,24 @@ def export_ready(
 def read_finetune_info(ready_dir: str | os.PathLike) -> dict[str, Any]:
     path = Path(ready_dir) / FINETUNE_FILE
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def inference_settings(ready_dir: str | os.PathLike) -> dict[str, Any]:
+    """The sampling settings a ready/ folder carries in its config.json (what coqui's own Xtts.synthesize reads),
+    the base defaults for any it lacks."""
+    path = Path(ready_dir) / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return {key: type(default)(config.get(key, default)) for key, default in INFERENCE_DEFAULTS.items()}
+
+
+def write_inference_settings(ready_dir: str | os.PathLike, settings: dict[str, Any], record: dict[str, Any]) -> None:
+    """Put chosen sampling `settings` into ready/config.json (coqui's loader, the Test tab and the export read them
+    there) and `record` (how they were chosen) into ready/finetune.json "inference"; each file written atomically."""
+    ready = Path(ready_dir)
+    config = json.loads((ready / "config.json").read_text(encoding="utf-8"))
+    chosen = {k: settings[k] for k in INFERENCE_DEFAULTS if k in settings}
+    write_json_atomic(ready / "config.json", {**config, **chosen})
+    write_json_atomic(ready / FINETUNE_FILE, {**read_finetune_info(ready), "inference": record})
 
 
 def zip_ready(ready_dir: str | os.PathLike, target: str | os.PathLike) -> Path:

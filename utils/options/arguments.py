@@ -27,7 +27,7 @@ from utils.text.languages import LANGUAGE_CHOICES, canonical_language
 MAX_AUDIO_LENGTH_CEILING = 30 * XTTS_SAMPLE_RATE
 RUN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
 
-BEST_RULES = ("eval_loss", "cer", "similarity", "combined")  # utils.quality.selection.BestRule
+BEST_RULES = ("eval_loss", "cer", "similarity", "combined", "naturalness")  # utils.quality.selection.BestRule
 OPTIMIZERS = ("adamw", "adamw_8bit")  # utils.options.optimizations builds them
 
 
@@ -202,8 +202,10 @@ class TrainArguments:
     )
     best_by: str = option(
         "eval_loss",
-        "Which checkpoint ready/ holds: lowest eval_loss, lowest cer, highest similarity, or highest "
-        "combined = 0.5 x (1 - min(CER, 1)) + 0.5 x similarity. cer, similarity and combined need quality_eval >= 1.",
+        "Which checkpoint ready/ holds: lowest eval_loss, lowest cer, highest similarity, highest naturalness "
+        "(predicted MOS), or highest combined = 0.7 x (0.5 x (1 - min(CER, 1)) + 0.5 x similarity) + 0.15 x "
+        "(naturalness - 1) / 4 + 0.15 x (1 - babble rate) (docs/quality.md). Early stopping watches the same value. "
+        "All but eval_loss need quality_eval >= 1.",
         choices=BEST_RULES,
     )
     early_stop_patience: int = option(
@@ -226,6 +228,15 @@ class TrainArguments:
         "1 scores every evaluation. The eval loss is measured at every evaluation either way.",
         minimum=0.01,
         maximum=1.0,
+    )
+    inference_search: int = option(
+        5,
+        "At the end of the run, sampling settings (temperature, repetition_penalty, top_p) tried on the chosen "
+        "checkpoint, with a fixed seed, on the scored sentences and probes: the best combined score goes into "
+        "ready/config.json and ready/finetune.json 'inference' (with every candidate's scores). This many "
+        "candidates, the base model's settings first, within quality_eval_share; 0 = off (the base settings stay).",
+        minimum=0,
+        maximum=8,
     )
     quality_max_audio_tokens: int = option(
         0,

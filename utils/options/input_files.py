@@ -12,8 +12,9 @@ if TYPE_CHECKING:
 
 
 def check_input_files(args: TrainArguments) -> None:
-    """The files the arguments name, where a run starts (TrainArguments itself reads no file): a custom model and
-    a run to resume that exist, and an eval CSV that is not the training CSV. The dataset's rows, the base model
+    """The files the arguments name, where a run starts (TrainArguments itself reads no file): a base model
+    version that is a name, a models folder that takes it, a custom model and a run to resume that exist, and an
+    eval CSV that is not the training CSV. The dataset's rows, the base model
     and the output folder follow in TrainingRun.check_inputs."""
     if args.custom_model and not Path(args.custom_model).expanduser().is_file():
         raise ValueError(
@@ -22,6 +23,11 @@ def check_input_files(args: TrainArguments) -> None:
         )
     if args.resume_from and not Path(args.resume_from).expanduser().exists():
         raise ValueError(f"resume_from not found: {args.resume_from}. Give a run folder from {args.output_path}.")
+    from utils.model.base_models import check_models_folder, check_version_name
+
+    check_version_name(args.version, args.models_dir or None)  # a name, never a path ("../../etc")
+    if args.models_dir and not args.resume_from:  # a resume reads its version from the run, checked there
+        check_models_folder(args.version, args.models_dir)  # a base model is never written among other files
     if args.eval_csv and args.train_csv and _same_file(args.eval_csv, args.train_csv):
         raise ValueError(
             f"eval_csv is the training CSV ({args.eval_csv}): the evaluation would score the rows the run "

@@ -95,6 +95,8 @@ def transcriber_or_reason(
         return get_transcriber(model_name_or_dir, *args, **kwargs), None
     except TranscriberUnavailable as exc:
         return None, short_unavailable(str(exc))
+    except ImportError as exc:  # faster-whisper itself missing (the GPU box, which carries no Whisper)
+        return None, f"no speech recogniser here: {exc}"
 
 
 def short_unavailable(reason: str) -> str:

@@ -163,7 +163,8 @@ class _Scorer:
         return record
 
 
-def _aggregate(clips: list[ClipScore], language: str | None) -> QualityReport:
+def aggregate(clips: list[ClipScore], language: str | None) -> QualityReport:
+    """The overall scores of scored clips (see the module docstring), with the first reason of each missing one."""
     report = QualityReport(clips=clips)
     heard = [c for c in clips if c.transcript is not None]
     if heard:
@@ -205,7 +206,7 @@ def score_clips(
         clips.append(scorer.score(item))
         if progress is not None:
             progress(done, len(todo), f"scored {Path(item.file).name}")
-    return _aggregate(clips, language)
+    return aggregate(clips, language)
 
 
 def _text_for(path: Path, texts: Mapping[str, str]) -> str | None:

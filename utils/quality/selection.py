@@ -2,11 +2,15 @@
 
 Combined score (higher is better, in [0, 1]):
 
-    combined = CER_WEIGHT * (1 - min(CER, 1)) + (1 - CER_WEIGHT) * clamp(similarity, 0, 1)
+    core     = CER_WEIGHT * (1 - min(CER, 1)) + (1 - CER_WEIGHT) * clamp(similarity, 0, 1)
+    combined = CORE_WEIGHT * core + NATURALNESS_WEIGHT * (naturalness - 1) / 4 + STOPPING_WEIGHT * (1 - babble rate)
 
-with CER_WEIGHT = 0.5: intelligibility and likeness to the speaker count equally. CER is capped at 1
-(a transcript of babble can exceed it) so one ruined clip cannot outweigh the similarity term; the
-similarity of Resemblyzer embeddings already lies in [0, 1].
+with CER_WEIGHT = 0.5 (intelligibility and likeness to the speaker count equally), CORE_WEIGHT = 0.7,
+NATURALNESS_WEIGHT = STOPPING_WEIGHT = 0.15. CER is capped at 1 (a transcript of babble can exceed it) so one
+ruined clip cannot outweigh the similarity term; the similarity of Resemblyzer embeddings already lies in [0, 1];
+naturalness, a predicted MOS of 1-5, is mapped to [0, 1]; the babble rate is the share of clips that did not stop
+or ran over 1.5 times their expected length (utils.quality.babble). CER and similarity are needed; a missing
+naturalness or babble rate leaves its weight to the others (without both, combined is the core alone).
 """
 
 from __future__ import annotations
@@ -16,29 +20,51 @@ from collections.abc import Mapping
 from enum import Enum
 
 CER_WEIGHT = 0.5
+CORE_WEIGHT = 0.7
+NATURALNESS_WEIGHT = 0.15
+STOPPING_WEIGHT = 0.15
 
 
-def combined_score(cer: float | None, similarity: float | None, *, cer_weight: float = CER_WEIGHT) -> float | None:
-    """The combined score of the module docstring; None when either measure is missing."""
+def _missing(value: float | None) -> bool:
+    return value is None or math.isnan(value)
+
+
+def combined_score(
+    cer: float | None,
+    similarity: float | None,
+    *,
+    naturalness: float | None = None,
+    babble_rate: float | None = None,
+    cer_weight: float = CER_WEIGHT,
+) -> float | None:
+    """The combined score of the module docstring; None when the CER or the similarity is missing."""
     if not 0.0 <= cer_weight <= 1.0:
         raise ValueError(f"cer_weight must be between 0 and 1, got {cer_weight}")
-    if cer is None or similarity is None or math.isnan(cer) or math.isnan(similarity):
+    if _missing(cer) or _missing(similarity):
         return None
     intelligibility = 1.0 - min(max(cer, 0.0), 1.0)
-    return cer_weight * intelligibility + (1.0 - cer_weight) * min(max(similarity, 0.0), 1.0)
+    core = cer_weight * intelligibility + (1.0 - cer_weight) * min(max(similarity, 0.0), 1.0)
+    terms = [(CORE_WEIGHT, core)]
+    if not _missing(naturalness):
+        terms.append((NATURALNESS_WEIGHT, min(max((naturalness - 1.0) / 4.0, 0.0), 1.0)))
+    if not _missing(babble_rate):
+        terms.append((STOPPING_WEIGHT, 1.0 - min(max(babble_rate, 0.0), 1.0)))
+    return sum(w * v for w, v in terms) / sum(w for w, _ in terms)
 
 
 class BestRule(str, Enum):
-    """What "best checkpoint" means: lowest eval loss, lowest CER, highest similarity or highest combined score."""
+    """What "best checkpoint" means: lowest eval loss, lowest CER, highest similarity, highest combined score or
+    highest naturalness."""
 
     EVAL_LOSS = "eval_loss"
     CER = "cer"
     SIMILARITY = "similarity"
     COMBINED = "combined"
+    NATURALNESS = "naturalness"
 
     @property
     def higher_is_better(self) -> bool:
-        return self in (BestRule.SIMILARITY, BestRule.COMBINED)
+        return self in (BestRule.SIMILARITY, BestRule.COMBINED, BestRule.NATURALNESS)
 
     @classmethod
     def parse(cls, value: str | BestRule) -> BestRule:
@@ -52,10 +78,16 @@ class BestRule(str, Enum):
             raise ValueError(f"unknown best-checkpoint rule {value!r}: choose one of {choices}") from None
 
     def value_of(self, metrics: Mapping[str, float | None]) -> float | None:
-        """This rule's number from an evaluation's metrics (keys eval_loss, cer, similarity, combined;
-        combined is computed from cer and similarity when absent). None when missing or NaN."""
+        """This rule's number from an evaluation's metrics (keys eval_loss, cer, similarity, combined, naturalness;
+        combined is computed from cer, similarity, naturalness and babble_rate when absent). None when missing or
+        NaN."""
         if self is BestRule.COMBINED and metrics.get("combined") is None:
-            value = combined_score(metrics.get("cer"), metrics.get("similarity"))
+            value = combined_score(
+                metrics.get("cer"),
+                metrics.get("similarity"),
+                naturalness=metrics.get("naturalness"),
+                babble_rate=metrics.get("babble_rate"),
+            )
         else:
             value = metrics.get(self.value)
         if value is None or math.isnan(float(value)):

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import torch
 
-from utils.device.gpu import detect_gpu
+from utils.device.gpu import GPUInfo, detect_gpu
 from utils.options.arguments import TrainArguments
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,25 @@ def plan_batch_size(args: TrainArguments, train_rows: int, clip_seconds: list[fl
         f"batch_size auto = {chosen}: the planner fits {batch} clips padded to the longest ({longest}) in "
         f"{free / GIB:.2f} GiB of {where}" + (f", capped at the {train_rows} training rows" if chosen < batch else "")
     )
+
+
+def plan_generation_batch(
+    args: TrainArguments, clip_seconds: list[float] | None = None, gpu: GPUInfo | None = None
+) -> tuple[int, str]:
+    """(rows a scored evaluation generates together, why) on a CUDA GPU: the planner's largest generation batch that
+    keeps the evaluation's KV cache within the training step's peak. 0 (all rows at once) on a CPU, where it is
+    host RAM, or when nothing is scored; also 0 when the planner cannot answer (the evaluation then halves its
+    batch on an out-of-memory error). `gpu`: the detected one by default."""
+    if args.quality_eval == 0 or not (gpu or detect_gpu()).available:
+        return 0, ""
+    from utils.memory_plan.planner import largest_generation_batch
+
+    try:
+        rows = largest_generation_batch(device="cuda", clip_seconds=clip_seconds, **args.to_dict())
+    except Exception as exc:  # noqa: BLE001 - a plan is advice: the evaluation halves its batch on an OOM anyway
+        log.warning("Could not plan the scored evaluation's generation batch: %s", exc)
+        return 0, f"generation batch not planned ({type(exc).__name__}: {exc}); all rows at once"
+    return rows, f"generation batch {rows}: the planner's largest that keeps the scored evaluation within the step"
 
 
 def probe_batch_size(trainer: Any, planned: int) -> int:

@@ -41,6 +41,10 @@ from utils.training.trainer import StopTraining
 log = logging.getLogger(__name__)
 
 
+# The numbers of a scored evaluation a rule may read (utils.quality.selection.BestRule.value_of).
+SCORE_NAMES = ("cer", "wer", "similarity", "duration_ratio", "combined", "naturalness", "babble_rate")
+
+
 class EarlyStop(StopTraining):
     """The rule's value has not improved for `patience` evaluations: the run ends as the Stop button ends it."""
 
@@ -148,7 +152,7 @@ class CheckpointChoice:
                 spoken = self.evaluator.generate(getattr(trainer.model, "module", trainer.model).xtts, step)
                 if not self.background_scoring:
                     quality = spoken.finish()
-                    values.update({k: quality[k] for k in ("cer", "wer", "similarity", "duration_ratio", "combined")})
+                    values.update({k: quality.get(k) for k in SCORE_NAMES})
                 self.budget.record(time.monotonic() - started)
         elif self.evaluator is not None:
             log.info("Quality evaluation at step %d %s.", step, self.budget.reason_skipped())
@@ -201,6 +205,19 @@ class CheckpointChoice:
     def _record(self, quality: dict[str, Any], record: dict[str, Any]) -> None:
         self.metrics.quality(QualityRecord(**{**quality, **record}))
 
+    def score_baseline(self, trainer: Any) -> None:
+        """Step 0: the weights the run starts from (the base model's, or custom_model's), spoken and scored with the
+        same sentences, probes and seed as every evaluation, as the run's baseline. Only at the start of a run (a
+        resumed run has its own already); scored on the background thread, as it decides nothing; its time counts
+        in the scoring budget."""
+        if self.evaluator is None or getattr(trainer, "continue_run", False) or trainer.total_steps_done:
+            return
+        with phase(trainer, SCORED_EVAL):
+            spoken = self.evaluator.generate(getattr(trainer.model, "module", trainer.model).xtts, 0)
+        self.budget.spent += spoken.loop_seconds
+        record = {"step": 0, "epoch": 0, "rule": self.rule.value, "eval_loss": None, "is_best": False}
+        self._score_in_background(spoken, {**record, "best_step": None, "baseline": True})
+
     def _score_in_background(self, spoken: Any, record: dict[str, Any]) -> None:
         def work() -> None:
             started = time.monotonic()
@@ -208,7 +225,7 @@ class CheckpointChoice:
                 quality = spoken.finish()  # never raises for a model or scoring problem: it says why
             except Exception as exc:
                 log.warning("Scoring the evaluation at step %d failed: %s", spoken.step, exc, exc_info=True)
-                empty = dict.fromkeys(("cer", "wer", "similarity", "duration_ratio", "combined"))
+                empty = dict.fromkeys(SCORE_NAMES)
                 quality = {
                     **empty,
                     "files": [],
@@ -220,7 +237,10 @@ class CheckpointChoice:
             seconds = time.monotonic() - started
             if self._phase_times is not None:
                 self._phase_times.add_background("scoring", seconds)
-            self.budget.add(seconds)
+            if record.get("baseline"):
+                self.budget.spent += seconds  # counted, but the first evaluation is still always scored
+            else:
+                self.budget.add(seconds)
             self._scored = (quality, record)
 
         self._scoring = threading.Thread(target=work, name=f"scoring-step-{spoken.step}", daemon=True)
@@ -279,15 +299,25 @@ class CheckpointChoice:
 
 
 def checkpoint_choice(
-    args: Any, report: Any, frontend: Any, run_dir: Path, metrics: Any, reference_wav: Path
+    args: Any,
+    report: Any,
+    frontend: Any,
+    run_dir: Path,
+    metrics: Any,
+    reference_wav: Path,
+    generation_batch: int = 0,
 ) -> CheckpointChoice:
     """The run's CheckpointChoice from its TrainArguments (quality_eval, best_by, early_stop_patience,
-    whisper_model, quality_max_audio_tokens); the sentences it speaks are recorded in run.json `quality`."""
+    whisper_model, quality_max_audio_tokens); the sentences it speaks are recorded in run.json `quality`;
+    `generation_batch`: rows generated together (0: all; utils.training.auto_batch.plan_generation_batch)."""
+    from utils.training.probe_eval import probe_rows, speaking_pace
     from utils.training.quality_eval import pick_eval_sentences
 
     sentences = pick_eval_sentences(report, frontend, args.quality_eval, args.seed)
     evaluator = None
     if sentences:
+        pace = speaking_pace(report)
+        probes = probe_rows(report, frontend, pace, sentences)
         evaluator = QualityEvaluator(
             sentences,
             run_dir,
@@ -296,6 +326,8 @@ def checkpoint_choice(
             seed=args.seed,
             whisper_model=args.whisper_model,
             max_audio_tokens=args.quality_max_audio_tokens,
+            probes=probes,
+            generation_batch=generation_batch,
         )
         update_run(
             run_dir,
@@ -304,6 +336,9 @@ def checkpoint_choice(
                 real_clips=[s.real_clip for s in sentences],
                 whisper_model=args.whisper_model,
                 seed=args.seed,
+                probes=[p.text for p in probes],
+                pace=pace.to_dict() if pace else None,
+                generation_batch=generation_batch or None,
             ),
         )
     return CheckpointChoice(

@@ -1,7 +1,8 @@
 """The checkpoints a run writes: atomic, named by the steps done, never non-finite, and only what a resume needs.
 
 - `checkpoint_<steps done>.pth` holds the trained weights (not the frozen DVAE and HiFi-GAN, which come
-  from the base model), the optimizer, scheduler and scaler: everything a resume needs. Only the
+  from the base model), the optimizer, scheduler and scaler, and the random generators' states
+  (utils.training.random_state): everything a resume needs to go on as the run would have. Only the
   newest `keep` of them stay on disk.
 - `best_model.pth` holds the weights only (no optimizer state): the best model by the run's `best_by` rule
   (the lowest eval loss by default; utils.training.best_checkpoint).
@@ -172,12 +173,17 @@ class CheckpointWriter:
         model = self._model_state(trainer)
         if model is None:
             return None
+        generators = trainer.random_state() if hasattr(trainer, "random_state") else None
         state = {
             **self._base_record(trainer, steps_done),
+            # The epoch of the step boundary the generators were taken at (after Ctrl-C mid-way: the last step's).
+            **({"epoch": generators["sampler"]["epoch"]} if generators else {}),
             "model": model,
             "optimizer": _objects_state(trainer.optimizer),
             "scheduler": _objects_state(trainer.scheduler),
             "scaler": trainer.scaler.state_dict() if getattr(trainer, "use_amp_scaler", False) else None,
+            # The generators at this step boundary: a resume draws what this run draws next (exact resume).
+            "random_state": generators,
         }
         path = checkpoint_path(self.run_dir, steps_done)
         self._submit(state, path, lambda written: self._after_save(written, steps_done))

@@ -14,6 +14,7 @@ from utils.files import read_json, refuse_links_in
 from utils.model.base_models import BaseModel
 from utils.training.checkpoints import newest_checkpoint
 from utils.training.run_record import TRAINER_CONFIG_FILE, load_run, run_status
+from utils.training.spec import check_control_files
 
 if TYPE_CHECKING:
     pass
@@ -88,6 +89,7 @@ def resume_point(resume_from: str, refuse_active: bool = True) -> Path:
     if not (run_dir / TRAINER_CONFIG_FILE).is_file():
         raise ValueError(f"resume_from: {run_dir} has no config.json; it is not a training run folder.")
     refuse_links_in(run_dir)  # a resume writes into the run folder: no entry of it may lead elsewhere
+    check_control_files(run_dir)
     status = run_status(run_dir)
     if refuse_active and status.active:
         raise ValueError(

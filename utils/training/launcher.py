@@ -48,7 +48,14 @@ from utils.training.run_record import (
     read_run,
     update_run,
 )
-from utils.training.spec import RESULT_FILE, RunSpec, clear_stop, refuse_active_run, request_stop
+from utils.training.spec import (
+    RESULT_FILE,
+    RunSpec,
+    check_control_files,
+    clear_stop,
+    refuse_active_run,
+    request_stop,
+)
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 _END_GRACE_SECONDS = 60  # after SIGTERM, torchrun gives its workers 30 s before SIGKILL
@@ -129,6 +136,7 @@ def _run_folder(args: TrainArguments, run_dir: str | os.PathLike | None) -> tupl
         resumed = Path(args.resume_from).expanduser()
         folder = resumed.parent if resumed.is_file() else resumed
         refuse_active_run(folder)
+        check_control_files(folder)
         return folder, False
     name = args.run_name or f"{canonical_language(args.language)}-{args.version}"
     return create_run_dir(args.output_path, name), True

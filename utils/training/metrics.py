@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from trainer.logging.base_dash_logger import BaseDashboardLogger
 
-from utils.device.memory import get_memory_stats
+from utils.device.memory import get_memory_stats, reset_peak_allocated
 from utils.files import append_jsonl
 from utils.training.records import EvalRecord, LoggedRecord, QualityRecord, StatusRecord, TrainRecord
 from utils.training.run_record import RunStatus
@@ -149,9 +149,8 @@ class MetricsLogger(BaseDashboardLogger):
         typed = dataclasses.replace(
             typed, time=round(now, 3), elapsed_s=round(now - self._run_started, 2), **get_memory_stats()
         )
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            # Peaks per record (per step, per eval) show where memory spikes, not just the run's maximum.
-            torch.cuda.reset_peak_memory_stats()
+        # Peaks per record (per step, per eval) show where memory spikes, not just the run's maximum.
+        reset_peak_allocated()
         record = typed.to_json()
         append_jsonl(self.path, record)
         if self.tensorboard is not None:

@@ -1,8 +1,10 @@
 """Where a run's wall time goes: seconds per phase (startup, training steps, data, eval loss, scored
-evaluation, saves, export), recorded in run.json `timings` when the run ends.
+evaluation, saves, export, inference search), recorded in run.json `timings` when the run ends.
 
 Phases nest and are exclusive: a phase entered inside another pauses it (a checkpoint written from a step's
 callback counts as a save, not as training), so the phases of the training thread add up to the wall time.
+On a GPU each phase also keeps the CUDA allocator's peak while it ran (`peak_gib`; a phase's peak includes the
+phases inside it, so `data`, around the training steps, holds theirs).
 Work on another thread (the background scoring of an evaluation) is counted apart, as `background`: it
 overlaps the phases and is not part of the sum.
 """
@@ -15,6 +17,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from utils.device.memory import watch_peak
+
 # The phases, in the order a run goes through them (names of run.json `timings.phases`).
 STARTUP = "startup"  # dataset validation, model build and weight load, trainer init: until the first epoch
 TRAIN_STEPS = "train_steps"  # coqui's train_step: forward, backward, optimizer step, step callbacks
@@ -24,6 +28,7 @@ SCORED_EVAL = "scored_eval"  # speaking the held-out sentences (and scoring them
 SCORING_WAIT = "scoring_wait"  # waiting for a background scoring's result (at the run's end)
 SAVES = "saves"  # checkpoint and best-model writes: the copy taken in the loop, and any wait for a write
 EXPORT = "export"  # ready/ (and a LoRA adapter) written after training
+INFERENCE_SEARCH = "inference_search"  # sampling settings tried on ready/ (utils.training.inference_search)
 OTHER = "other"  # the rest of the loop (epoch bookkeeping, the choice of the best model, run records)
 
 
@@ -36,6 +41,7 @@ class PhaseTimes:
         self.seconds: dict[str, float] = {}
         self.counts: dict[str, int] = {}
         self.background: dict[str, float] = {}
+        self.peaks: dict[str, int] = {}  # CUDA peak allocated bytes per phase (GPU runs)
         self._stack: list[list[Any]] = []  # [name, resumed at] of the phases entered, innermost last
         self._lock = threading.Lock()
         self._owner = threading.get_ident()
@@ -62,8 +68,11 @@ class PhaseTimes:
         self._stack.append([name, now])
         self.counts[name] = self.counts.get(name, 0) + 1
         try:
-            yield
+            with watch_peak() as watch:
+                yield
         finally:
+            if watch.peak_bytes is not None:
+                self.peaks[name] = max(self.peaks.get(name, 0), watch.peak_bytes)
             now = self.clock()
             inner = self._stack.pop()
             self._add(inner[0], now - inner[1])
@@ -102,6 +111,7 @@ class PhaseTimes:
                 "seconds": round(s, 3),
                 "count": self.counts.get(name, 0),
                 "share": round(s / wall, 4) if wall else 0,
+                **({"peak_gib": round(self.peaks[name] / 1024**3, 3)} if name in self.peaks else {}),
             }
             for name, s in self.seconds.items()
         }

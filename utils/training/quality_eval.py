@@ -5,15 +5,21 @@ decoder, tokenizer) is switched to inference for a moment, as coqui's own `GPTTr
 and speaks a few sentences of the eval split with the run's reference clip and a fixed seed, so two
 evaluations differ only by the weights. The clips go to `run_dir/evals/step_<N>/<i>.wav` and are scored
 by `utils.quality.scoring`: CER/WER of a faster-whisper transcript, Resemblyzer similarity to the
-speaker's real clips, and the duration ratio to the real clip of the same text. The transcriber and the
-speaker encoder are loaded once per process, on the CPU, so the GPU stays with training.
+speaker's real clips, and the duration ratio to the real clip of the same text. Four probe texts (a short
+one, a question, an exclamation, a long sentence) are spoken in the same batch, and every clip gets the voice
+measures of utils.training.probe_eval (stopped, duration against the speaker's pace, words beyond the text,
+repeats, naturalness; the babble rate). The transcriber, the speaker encoder and the naturalness model are loaded
+once per process, on the CPU, so the GPU stays with training.
 
 Nothing here can end a run: a missing Whisper model, a clip too short to embed, even a failed
 generation become None values with their reason in the record.
 
 What it costs, and how little of it the training loop waits for: the sentences are generated as one batch
 (`utils.model.inference.generate_latents`: a decoding step costs about the same for three rows as for one),
-each capped at 1.5 times its real clip's length (a model that has not learnt to stop speaks to the cap).
+or `generation_batch` rows at a time (the KV cache grows with the rows), each capped at 1.5 times its real
+clip's length (a model that has not learnt to stop speaks to the cap). An out-of-memory error while generating
+halves the generation batch (for the later evaluations too) and generates the rest again; at one row the
+evaluation is not scored, and its reason says so: it never ends the run.
 Only that part needs the weights being trained; the rest, the HiFi-GAN decoder (frozen in training) turning
 the latents into speech, Whisper and the speaker encoder, is `Spoken.finish`, which the run does on a
 background thread while training goes on when the best checkpoint does not depend on the scores (best_by
@@ -26,6 +32,7 @@ expected cost, stays within the share of the time elapsed.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import math
 import random
@@ -35,9 +42,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from utils.audio.io import write_wav
 from utils.data.validation import DatasetReport
 from utils.text.frontend import TextFrontEnd
+from utils.training.probe_eval import (
+    Naturalness,
+    ProbeRow,
+    combined,
+    not_generated,
+    speakable,
+    voice_measures,
+)
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +169,10 @@ class Spoken:
     decoder: Any
     loop_seconds: float
     error: str | None = None
+    stopped: list[bool] | None = None  # per generated row (sentences, then probes): the stop token came
+    skipped: dict[str, str] | None = None  # {probe kind: why it was not generated}
+    folder: Path | None = None  # where the clips go (default evals/step_<N>/)
+    generation_batch: int | None = None  # rows generated together at the end (halved after out-of-memory errors)
 
     def finish(self) -> dict[str, Any]:
         """Decode and score: the fields of a "quality" record (see `QualityEvaluator.evaluate`)."""
@@ -162,7 +183,8 @@ class QualityEvaluator:
     """Speaks `sentences` with the training model and scores them (see the module docstring).
 
     `whisper_model` is a faster-whisper size or a CTranslate2 folder (looked up in models/whisper/<name>/, or
-    downloaded when a network allows); `max_audio_tokens` caps each clip (0: 1.5 times its real clip)."""
+    downloaded when a network allows); `max_audio_tokens` caps each clip (0: 1.5 times its real clip);
+    `generation_batch` rows are generated together (0: all of them)."""
 
     def __init__(
         self,
@@ -174,6 +196,8 @@ class QualityEvaluator:
         seed: int,
         whisper_model: str,
         max_audio_tokens: int = 0,
+        probes: list[ProbeRow] | None = None,
+        generation_batch: int = 0,
     ) -> None:
         self.sentences = sentences
         self.run_dir = Path(run_dir)
@@ -182,7 +206,10 @@ class QualityEvaluator:
         self.seed = seed
         self.whisper_model = whisper_model
         self.max_audio_tokens = max_audio_tokens
+        self.generation_batch = generation_batch
         self.output_sample_rate = 24000  # the model's, read at the first generation
+        self.probes = probes or []  # spoken beside the sentences (utils.training.probe_eval)
+        self.naturalness = Naturalness()
         self._transcriber: Any = None
         self._transcriber_reason: str | None = None
 
@@ -199,33 +226,85 @@ class QualityEvaluator:
                 )
         return self._transcriber, self._transcriber_reason
 
-    def token_cap(self, sentence: EvalSentence) -> int:
+    def token_cap(self, sentence: EvalSentence | ProbeRow) -> int:
         if self.max_audio_tokens:
             return self.max_audio_tokens
         return math.ceil(sentence.seconds * TOKENS_PER_SECOND * AUTO_CAP_FACTOR) + AUTO_CAP_EXTRA_TOKENS
 
-    def generate(self, xtts: Any, step: int) -> Spoken:
-        """The sentences' GPT latents with the current weights, as one batch (the part that needs them). Never
-        raises for a model problem: the Spoken says why."""
-        from utils.model.inference import conditioning_latents, generate_latents
+    def generate(self, xtts: Any, step: int, sampling: dict[str, Any] | None = None) -> Spoken:
+        """The sentences' and probes' GPT latents with the current weights, `generation_batch` rows at a time (the
+        part that needs them); `sampling`: generate_latents' sampling keywords (its defaults otherwise). Never raises
+        for a model problem: the Spoken says why."""
+        from utils.model.inference import conditioning_latents
 
         started = time.perf_counter()
         self.output_sample_rate = int(xtts.args.output_sample_rate)
+        skipped: dict[str, str] = {}
         try:
             with speaking(xtts, decoder_to_gpt=False) as model:
+                probes, skipped = speakable(model, self.probes, self.language)
+                rows = [*self.sentences, *probes]
                 latent, speaker = conditioning_latents(model, self.reference_wav)
-                latents = generate_latents(
-                    model,
-                    [s.prepared for s in self.sentences],
-                    self.language,
-                    latent,
-                    max_audio_tokens=[self.token_cap(s) for s in self.sentences],
-                    seed=self.seed,
-                )
+                latents = self._latents(model, rows, latent, step, sampling or {})
         except Exception as exc:
             log.warning("Quality evaluation at step %d: generation failed: %s", step, exc, exc_info=True)
-            return Spoken(self, step, None, None, None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")
-        return Spoken(self, step, latents, speaker.cpu(), xtts.hifigan_decoder, time.perf_counter() - started)
+            why = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, torch.OutOfMemoryError):
+                why = f"out of memory with one sentence at a time, so not scored ({str(exc).strip()[:200]})"
+            seconds = time.perf_counter() - started
+            batch = self.generation_batch
+            return Spoken(self, step, None, None, None, seconds, why, skipped=skipped, generation_batch=batch)
+        seconds = time.perf_counter() - started
+        return Spoken(
+            self,
+            step,
+            latents,
+            speaker.cpu(),
+            xtts.hifigan_decoder,
+            seconds,
+            None,
+            latents.stopped,
+            skipped,
+            generation_batch=self.generation_batch,
+        )
+
+    def _latents(self, model: Any, rows: list[Any], latent: Any, step: int, sampling: dict[str, Any]) -> Any:
+        """The rows' latents, `generation_batch` rows at a time (with each row's `stopped`); an out-of-memory error
+        halves it and the rows not yet generated are tried again (at one row the error stands)."""
+        from utils.model.inference import GeneratedLatents, generate_latents
+
+        latents = GeneratedLatents()
+        latents.stopped = []
+        while len(latents) < len(rows):
+            size = min(self.generation_batch or len(rows), len(rows))
+            chunk = rows[len(latents) : len(latents) + size]
+            try:
+                generated = generate_latents(
+                    model,
+                    [s.prepared for s in chunk],
+                    self.language,
+                    latent,
+                    max_audio_tokens=[self.token_cap(s) for s in chunk],
+                    seed=self.seed,
+                    **sampling,
+                )
+                latents += generated
+                latents.stopped += generated.stopped
+                continue
+            except torch.OutOfMemoryError:
+                if size <= 1:
+                    raise
+            gc.collect()  # outside the handler: the failed generation's KV cache is gone with its traceback
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            self.generation_batch = max(1, size // 2)
+            log.warning(
+                "Quality evaluation at step %d: out of memory generating %d rows together; now %d at a time.",
+                step,
+                size,
+                self.generation_batch,
+            )
+        return latents
 
     def evaluate(self, xtts: Any, step: int) -> dict[str, Any]:
         """Speak and score the sentences at `step`; the fields of a "quality" record in metrics.jsonl
@@ -236,12 +315,13 @@ class QualityEvaluator:
         """Decode `spoken` into evals/step_<N>/<i>.wav and score the clips; `seconds` is the whole evaluation's
         time, `loop_seconds` the part that needed the training model (generation)."""
         from utils.model.inference import decode_latents
-        from utils.quality.scoring import score_clips
+        from utils.quality.scoring import aggregate, score_clips
 
         started = time.perf_counter() - spoken.loop_seconds
         step = spoken.step
-        folder = step_folder(self.run_dir, step)
+        folder = spoken.folder or step_folder(self.run_dir, step)
         texts = [s.text for s in self.sentences]
+        skipped = {p.kind: (spoken.skipped or {}).get(p.kind, "not generated: generation failed") for p in self.probes}
         empty = {
             "files": [],
             "texts": texts,
@@ -251,6 +331,7 @@ class QualityEvaluator:
             "duration_ratio": None,
             "combined": None,
             "clips": [],
+            "probes": [{"kind": p.kind, **not_generated(p, skipped)} for p in self.probes],
         }
         loop_seconds = round(spoken.loop_seconds, 2)
         try:
@@ -258,7 +339,9 @@ class QualityEvaluator:
                 raise RuntimeError(spoken.error)
             rate = int(self.output_sample_rate)
             wavs = decode_latents(spoken.decoder, spoken.latents or [], spoken.speaker)
-            files = [write_wav(folder / f"{index}.wav", wav, rate) for index, wav in enumerate(wavs)]
+            names = [f"{i}.wav" for i in range(len(self.sentences))]
+            names += [f"probe_{p.kind}.wav" for p in self._generated(spoken)]
+            files = [write_wav(folder / name, wav, rate) for name, wav in zip(names, wavs, strict=True)]
         except Exception as exc:
             log.warning("Quality evaluation at step %d: generation failed: %s", step, exc, exc_info=True)
             why = spoken.error or f"{type(exc).__name__}: {exc}"
@@ -267,23 +350,58 @@ class QualityEvaluator:
                 "reasons": [f"generation failed: {why}"],
                 "seconds": round(time.perf_counter() - started, 2),
                 "loop_seconds": loop_seconds,
+                "generation_batch": spoken.generation_batch,
             }
         transcriber, why = self.transcriber()
+        rows = [*self.sentences, *self._generated(spoken)]
         report = score_clips(
-            [(f, s.text, s.real_clip) for f, s in zip(files, self.sentences, strict=True)],
+            [(f, s.text, getattr(s, "real_clip", None)) for f, s in zip(files, rows, strict=True)],
             language=self.language,
             reference_clips=[s.real_clip for s in self.sentences],
             transcriber=transcriber,
             no_transcriber_reason=why,
         )
-        reasons = report.reasons
+        count = len(self.sentences)
+        sentences = aggregate(report.clips[:count], self.language)  # the evaluation's scores: its sentences'
         clips = [{**vars(c), "file": str(Path(c.file).relative_to(self.run_dir))} for c in report.clips]
+        try:
+            voice = voice_measures(
+                sentence_clips=clips[:count],
+                probe_clips=[{**c, "reason": _without_real_clip(c["reason"])} for c in clips[count:]],
+                sentences=self.sentences,
+                probes=self.probes,
+                skipped=spoken.skipped or {},
+                stopped=spoken.stopped,
+                wavs=wavs,
+                rate=rate,
+                language=self.language,
+                naturalness=self.naturalness,
+            )
+        except Exception as exc:  # the sentences' scores stand; the voice measures say why not
+            log.warning("Quality evaluation at step %d: voice measures failed: %s", step, exc, exc_info=True)
+            why = f"voice measures failed: {type(exc).__name__}: {exc}"
+            voice = {"clips": clips[:count], "probes": empty["probes"], "reasons": [why]}
+            voice |= dict.fromkeys(("babble_rate", "naturalness", "naturalness_real"))
+        metrics = {**sentences.metrics(), **{k: voice[k] for k in ("babble_rate", "naturalness", "naturalness_real")}}
         return {
             **empty,
-            **report.metrics(),
-            "files": [c["file"] for c in clips],
-            "clips": clips,
-            "reasons": reasons,
+            **metrics,
+            "combined": combined(metrics),
+            "files": [c["file"] for c in voice["clips"]],
+            "clips": voice["clips"],
+            "probes": voice["probes"],
+            "reasons": sentences.reasons + voice["reasons"],
             "seconds": round(time.perf_counter() - started, 2),
             "loop_seconds": loop_seconds,
+            "generation_batch": spoken.generation_batch,
         }
+
+    def _generated(self, spoken: Spoken) -> list[ProbeRow]:
+        """The probes `spoken` generated, in batch order."""
+        return [p for p in self.probes if p.kind not in (spoken.skipped or {})]
+
+
+def _without_real_clip(reason: str) -> str:
+    """A probe's scoring reasons without "no real clip of this text": it has none; its expected length is its
+    pace's."""
+    return "; ".join(r for r in reason.split("; ") if r and not r.startswith("duration_ratio: no real clip"))

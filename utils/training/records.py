@@ -222,6 +222,9 @@ class QualitySetup(Record):
     real_clips: list[str | None] | None = _field("each text's real clip, for similarity", required=True)
     whisper_model: str | None = _field("the Whisper model that transcribes them (name or folder)", required=True)
     seed: int | None = _field("the seed of the generation", required=True)
+    probes: list[str] | None = _field("the probe texts spoken beside them (utils.quality.probes)")
+    pace: dict[str, float] | None = _field("the speaker's pace (training rows): chars_per_second, overhead_seconds")
+    generation_batch: int | None = _field("rows generated together, planned on a GPU (absent: all at once)")
 
 
 @dataclass(kw_only=True)
@@ -277,7 +280,18 @@ class RunRecord(Record):
     vocab: dict[str, Any] | None = _field("the vocabulary used (and whether it was extended for a new language)")
     reference: dict[str, Any] | None = _field("reference.wav: {sources: the clips it joins, seconds}")
     batch_size_auto: str | None = _field("how batch_size='auto' was settled")
+    micro_batch_size: int | None = _field(
+        "clips per forward/backward once out-of-memory errors halved it (below batch_size; a resume continues at it)"
+    )
+    out_of_memory: list[dict[str, Any]] | None = _field(
+        "each out-of-memory error of a step: {step, batch_before, batch_after, grad_acumm_before, grad_acumm_after, "
+        "message, error}; the last has stopped: true when it stopped the run"
+    )
     quality: QualitySetup | None = _field("what the scored evaluations speak")
+    verdict: dict[str, Any] | None = _field(
+        "the fine-tune against the base weights (step 0): {text, better, baseline_step, step, changes}"
+    )
+    inference: dict[str, Any] | None = _field("the sampling settings ready/ carries and where they came from")
     step: int | None = _field("steps done when training (re)started running")
     # how it ended
     finished: str | None = _field("when it ended (ISO 8601)")
@@ -286,13 +300,15 @@ class RunRecord(Record):
     error: str | None = _field("why it failed")
     failed_rank: int | None = _field("the rank that failed in a multi-device run")
     stop_checkpoint: str | None = _field("the checkpoint saved when it stopped (resume from it)")
+    stop_reason: str | None = _field("why the run stopped itself (out of memory at one clip: what fits instead)")
     checkpoint_path: str | None = _field("the checkpoint ready/ was exported from")
     ready_dir: str | None = _field("ready/: the voice for inference")
     adapter_dir: str | None = _field("a LoRA run's adapter/")
     clips_failed: int | None = _field("clips the data loader could not load")
     clip_failures: list[str] | None = _field("the first of those, with why")
     timings: dict[str, Any] | None = _field(
-        "where the wall time went: {wall_s, phases: {name: {seconds, count, share}}, background} (phase_times.py)"
+        "where the wall time went: {wall_s, phases: {name: {seconds, count, share, peak_gib on a GPU}}, background} "
+        "(phase_times.py)"
     )
 
 
@@ -377,11 +393,21 @@ class QualityRecord(LoggedRecord):
     wer: float | None = _field("word error rate", required=True, page=True)
     similarity: float | None = _field("speaker similarity to the real clips", required=True, page=True)
     duration_ratio: float | None = _field("spoken length / real length", required=True, page=True)
-    combined: float | None = _field("the combined score of CER and similarity", required=True, page=True)
+    combined: float | None = _field(
+        "the combined score of CER, similarity, naturalness and babble rate", required=True, page=True
+    )
+    naturalness: float | None = _field("mean predicted MOS (1-5) of the clips, sentences and probes", page=True)
+    naturalness_real: float | None = _field("mean predicted MOS of the speaker's real clips (the ceiling)", page=True)
+    babble_rate: float | None = _field("share of clips that did not stop or ran over 1.5x their length", page=True)
+    probes: list[dict[str, Any]] | None = _field(
+        "per probe: kind, text, file, stopped, duration_ratio, words_beyond, repeats, naturalness, ...", page=True
+    )
+    baseline: bool | None = _field("the base weights before any training (step 0), the run's baseline", page=True)
     clips: list[dict[str, Any]] | None = _field("per clip: file, text, transcript and scores", required=True)
     reasons: list[str] | None = _field("why a score is missing ('cer: ...')", required=True, page=True)
     seconds: float | None = _field("seconds the evaluation took", required=True)
     loop_seconds: float | None = _field("of those, the seconds the training loop waited (generation)")
+    generation_batch: int | None = _field("sentences generated together (halved after an out-of-memory error)")
     is_best: bool | None = _field("whether it became the best checkpoint", required=True, page=True)
     best_step: int | None = _field("the best checkpoint's step after it", required=True, page=True)
 
@@ -402,6 +428,8 @@ class StatusRecord(LoggedRecord):
     failed_rank: int | None = _field("the rank that failed in a multi-device run")
     last_checkpoint: str | None = _field("newest checkpoint when a multi-device run failed")
     stop_checkpoint: str | None = _field("the checkpoint saved when it stopped")
+    stop_reason: str | None = _field("why the run stopped itself (out of memory at one clip: what fits instead)")
+    micro_batch_size: int | None = _field("clips per forward/backward after an out-of-memory error halved it")
     checkpoint_path: str | None = _field("the checkpoint ready/ was exported from")
     ready_dir: str | None = _field("ready/: the voice for inference")
     adapter_dir: str | None = _field("a LoRA run's adapter/")

@@ -1,4 +1,4 @@
-"""What a resume may continue: the same run, on the same language, base model, vocabulary and dataset.
+"""What a resume may continue: the same run, on the same language, base model, vocabulary, optimizer and dataset.
 
 A resume restores a run's weights, optimizer and step count and goes on with its plan. Continued on
 another language, base model, vocabulary or dataset it would be another run recorded as this one
@@ -16,6 +16,7 @@ from typing import Any
 
 from utils.options.arguments import TrainArguments
 from utils.training.checkpoints import newest_checkpoint
+from utils.training.finish_export import export_pending
 
 
 def checkpoint_steps(resume_point: Path) -> int | None:
@@ -55,6 +56,12 @@ def resume_differences(
         lora = _lora_difference(before, args)
         if lora:
             found.append(lora)
+    if before.get("optimizer", args.optimizer) != args.optimizer:
+        # The checkpoint holds that optimizer's state (AdamW's moments, or 8-bit ones): the other cannot load it.
+        found.append(
+            f"optimizer {args.optimizer!r} (the run trained with {before['optimizer']!r}, whose state its "
+            "checkpoints hold)"
+        )
     if "length_grouping" in before and bool(before["length_grouping"]) != bool(args.length_grouping):
         # The interrupted epoch's batch order depends on it: the resume skips the batches already trained.
         found.append(
@@ -115,7 +122,8 @@ def check_resume(
     fingerprint: str,
     total_steps: int,
 ) -> None:
-    """Refuse (ValueError, nothing written) a resume that would not continue the run it names."""
+    """Refuse (ValueError, nothing written) a resume that would not continue the run it names. A run that trained
+    every step but whose ready/ is incomplete is not refused: the resume only exports (utils.training.finish_export)."""
     differences = resume_differences(record, args, language, base_version, frontend, fingerprint)
     if differences:
         raise ValueError(
@@ -124,7 +132,7 @@ def check_resume(
             + f". A resume continues the same run. {new_run_hint(run_dir, resume_point)}"
         )
     done = checkpoint_steps(resume_point)
-    if done is not None and total_steps <= done:
+    if done is not None and total_steps <= done and not export_pending(run_dir, done, total_steps):
         raise ValueError(
             f"resume_from: {run_dir.name} has already trained {done} steps and num_epochs={args.num_epochs} "
             f"plans {total_steps} in all, so nothing is left to train. Give more epochs to continue it "

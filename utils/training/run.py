@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from utils.data.check_cache import cache_folder
 from utils.data.validation import DatasetReport, validate_dataset
 from utils.device.gpu import detect_gpu
 from utils.device.memory import format_memory_stats
@@ -31,11 +32,13 @@ from utils.text.frontend import TextFrontEnd
 from utils.text.languages import canonical_language
 from utils.training import distributed
 from utils.training.advice import out_of_memory_advice, planner_suggestion
-from utils.training.auto_batch import probe_batch_size
+from utils.training.auto_batch import plan_generation_batch, probe_batch_size
 from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
 from utils.training.checkpoints import DiskFull, newest_checkpoint
 from utils.training.controls import StopFlag, torch_settings_restored
 from utils.training.data_parallel import join_training
+from utils.training.finish_export import EXPORT_ONLY_MESSAGE, export_pending, finish_without_training
+from utils.training.inference_search import choose_inference_settings
 from utils.training.input_checks import (
     check_checkpoint_file,
     check_clip_length,
@@ -45,8 +48,9 @@ from utils.training.input_checks import (
 )
 from utils.training.lora import LoraSettings, export_adapter
 from utils.training.metrics import MetricsLogger
+from utils.training.oom import OutOfMemoryLog, resumed_micro_batch
 from utils.training.outcome import RunOutput
-from utils.training.phase_times import EXPORT, PhaseTimes
+from utils.training.phase_times import EXPORT, INFERENCE_SEARCH, PhaseTimes
 from utils.training.rank_run import train_beside_rank_zero
 from utils.training.records import RunRecord, StatusRecord
 from utils.training.resume_checks import check_resume, checkpoint_steps
@@ -69,6 +73,7 @@ from utils.training.setup import TrainingSetup, build_training_setup
 from utils.training.spec import RunSpec, resolve_batch
 from utils.training.tensorboard_log import TensorBoardMirror
 from utils.training.text_checks import text_check_options
+from utils.training.verdict import run_verdict
 
 SUPERSEDED_METRICS_FILE = "metrics.superseded.jsonl"  # records of steps a resume trains again
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -115,9 +120,12 @@ class TrainingRun:
         self.setup: TrainingSetup | None = None
         self.clip_failures: list[str] = []
         self.batch_choice = ""
+        self.generation_batch = 0  # rows a scored evaluation generates together (0: all), planned on a GPU
         self.choice: CheckpointChoice | None = None  # best checkpoint by the run's rule; early stopping
         self.ranks: list[dict[str, Any]] = []  # the processes of the run: this one, or one per device
         self.dataset_fingerprint = ""  # the dataset by content (DatasetReport.fingerprint), for a later resume
+        self.micro_batch: int | None = None  # a resume's clips per forward/backward (out-of-memory errors halved)
+        self.export_only = False  # a resume of a run that trained every step and only lacks ready/
 
     # --- before any folder or model exists ------------------------------------------------------------
     def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
@@ -134,6 +142,9 @@ class TrainingRun:
             self.args.max_audio_length,
             seed=self.args.seed,
             audio_roots=self.audio_roots,
+            # Checked once: an unchanged dataset (a resume, a second run, the page's Check) is not decoded again.
+            cache_dir=cache_folder(self.args.output_path),
+            should_stop=self.should_stop,
             **options,
         )
         raise_if_unusable(report, self.args.min_usable_rows)
@@ -157,8 +168,15 @@ class TrainingRun:
         self.args, self.batch_choice, probe_batch = resolve_batch(
             self.args, report.train_count, self.resume_dir, durations
         )
+        # Also before any model is built: a plan that is traced patches torch meanwhile.
+        self.generation_batch, generation_choice = plan_generation_batch(
+            self.args, durations or [seconds for _, seconds in report.iter_usable("train")]
+        )
+        if generation_choice:
+            print(generation_choice, flush=True)
         steps_per_epoch = distributed.steps_per_epoch(report.train_count, self.args.batch_size)
         self.dataset_fingerprint = report.fingerprint()
+        self.micro_batch = resumed_micro_batch(self.resume_dir, self.args.batch_size)
         if self.resume_dir is not None and self.resume_point is not None:
             # Before anything is written: a refused resume leaves the run's record as it was.
             check_resume(
@@ -171,6 +189,10 @@ class TrainingRun:
                 frontend=self.frontend.to_dict(),
                 fingerprint=self.dataset_fingerprint,
                 total_steps=self.args.num_epochs * steps_per_epoch,
+            )
+            # Trained in full, ready/ missing (the disk filled during the export): export without training.
+            self.export_only = export_pending(
+                self.resume_dir, checkpoint_steps(self.resume_point), self.args.num_epochs * steps_per_epoch
             )
         self.run_dir = (
             self.resume_dir
@@ -194,10 +216,17 @@ class TrainingRun:
                 self.run_dir, reference=write_reference_wav(self.setup.train_durations, self.run_dir / REFERENCE_WAV)
             )
             self.choice = checkpoint_choice(
-                self.args, report, self.frontend, self.run_dir, self.metrics, self.run_dir / REFERENCE_WAV
+                self.args,
+                report,
+                self.frontend,
+                self.run_dir,
+                self.metrics,
+                self.run_dir / REFERENCE_WAV,
+                generation_batch=self.generation_batch,
             )
             self.setup.trainer.choose_best = self.choice
             self.setup.trainer.phase_times = self.phase_times
+            OutOfMemoryLog(self.run_dir, self.metrics, self.args).attach(self.setup.trainer, self.micro_batch)
             self._set_status(
                 RunStatus.RUNNING, step=self.setup.trainer.total_steps_done, total_steps=self.metrics.total_steps
             )
@@ -208,7 +237,10 @@ class TrainingRun:
             try:
                 distributed.share_run_dir(self.run_dir)  # the other ranks (if any) build their trainers now
                 join_training(self.setup.trainer, self.ranks)
-                self.setup.trainer.fit()
+                if self.export_only:
+                    finish_without_training(self.setup.trainer)
+                else:
+                    self.setup.trainer.fit()
             finally:
                 self.clip_failures = list(self.setup.trainer.model.clip_failures)  # the model is released next
                 self.setup.release()
@@ -225,6 +257,7 @@ class TrainingRun:
             batch_size_auto=self.batch_choice,
             probe_batch=probe_batch,
             devices=self.devices,
+            micro_batch_size=self.micro_batch or 0,
         )
         self.spec.write()
 
@@ -330,6 +363,8 @@ class TrainingRun:
                 best_checkpoint_step=previous.best_checkpoint_step,
                 best=previous.best,
                 early_stop=previous.early_stop.count_only() if previous.early_stop else None,
+                micro_batch_size=self.micro_batch,
+                out_of_memory=previous.out_of_memory,
                 history=(previous.history or []) + ([history_entry(previous)] if resumed else []),
                 changed_on_resume=changed_arguments(previous.arguments or {}, self.args.to_dict()),
             ),
@@ -412,6 +447,8 @@ class TrainingRun:
             )
             raise RuntimeError(f"The run {status.value} before its first step; nothing was saved in {self.run_dir}.")
         exporting = self.phase_times.clock()
+        chosen = self._chosen(checkpoint)
+        verdict = run_verdict(self.run_dir, chosen.get("checkpoint_step"))
         ready = export_ready(
             self.run_dir,
             checkpoint,
@@ -426,11 +463,14 @@ class TrainingRun:
                 "text_frontend": self.frontend.to_dict(),
                 "run_dir": str(self.run_dir),
                 "steps_done": trainer.total_steps_done,
-                **self._chosen(checkpoint),
+                **chosen,
+                **({"verdict": verdict} if verdict else {}),
             },
         )
         adapter = self._export_adapter(base, checkpoint)
         self.phase_times.add(EXPORT, self.phase_times.clock() - exporting)
+        inference = self._choose_inference(ready, status)
+        update_run(self.run_dir, inference=inference, **({"verdict": verdict} if verdict else {}))
         self.phase_times.end()
         failures = self._clip_failures()
         skipped = (
@@ -439,7 +479,7 @@ class TrainingRun:
             else ""
         )
         message = {
-            RunStatus.FINISHED: "Training finished.",
+            RunStatus.FINISHED: EXPORT_ONLY_MESSAGE if self.export_only else "Training finished.",
             RunStatus.STOPPED: f"Stopped at step {trainer.total_steps_done}; checkpoint saved: "
             f"{trainer.stop_checkpoint}",
             RunStatus.INTERRUPTED: f"Interrupted at step {trainer.total_steps_done}; checkpoint saved: "
@@ -447,12 +487,16 @@ class TrainingRun:
         }.get(status, status.value) + skipped
         if self.choice is not None and self.choice.stop_message:
             message = self.choice.stop_message + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
+        if trainer.stop_reason:
+            message = trainer.stop_reason + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
+        message += f" {verdict['text']}" if verdict else ""
         self._set_status(
             status,
             finished=now_iso(),
             steps_done=trainer.total_steps_done,
             checkpoint_path=str(checkpoint),
             stop_checkpoint=trainer.stop_checkpoint,
+            **({"stop_reason": trainer.stop_reason} if trainer.stop_reason else {}),
             ready_dir=str(ready),
             **({"adapter_dir": str(adapter)} if adapter else {}),
             message=message,
@@ -461,6 +505,21 @@ class TrainingRun:
         )
         print(f"\n{message}\nReady for inference: {ready}", flush=True)
         return RunOutput(self.run_dir, ready, checkpoint)
+
+    def _choose_inference(self, ready: Path, status: RunStatus) -> dict[str, Any]:
+        """Sampling settings measured on the ready/ voice, written into it (utils.training.inference_search), but not
+        after a Ctrl-C (the user wants the prompt back); what run.json keeps of them: the settings and their source."""
+        searching = self.phase_times.clock()
+        choice = self.choice
+        record = choose_inference_settings(
+            ready,
+            choice.evaluator if choice else None,
+            choice.budget if choice else None,
+            0 if status is RunStatus.INTERRUPTED else self.args.inference_search,
+            self.args.seed,
+        )
+        self.phase_times.add(INFERENCE_SEARCH, self.phase_times.clock() - searching)
+        return {k: record.get(k) for k in ("settings", "source", "reason")}
 
     def _export_adapter(self, base: BaseModel, checkpoint: Path) -> Path | None:
         """A LoRA run's adapter alone in run_dir/adapter/ (from the checkpoint ready/ holds merged)."""

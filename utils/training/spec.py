@@ -45,6 +45,7 @@ class RunSpec:
     resolved: bool = False  # batch_size is a number: "auto" was settled before any model was built
     batch_size_auto: str = ""  # how "auto" was settled (run.json records it too)
     probe_batch: bool = False  # the planned "auto" batch is confirmed by one real step once the model is built
+    micro_batch_size: int = 0  # clips per forward/backward after out-of-memory errors (0: batch_size; oom.py)
     version: int = field(default=SPEC_VERSION)
 
     @classmethod
@@ -105,6 +106,7 @@ class RunSpec:
             resolved=bool(data.get("resolved", False)),
             batch_size_auto=str(data.get("batch_size_auto") or ""),
             probe_batch=bool(data.get("probe_batch", False)),
+            micro_batch_size=int(data.get("micro_batch_size") or 0),
         )
         if spec.resolved and not isinstance(arguments.get("batch_size"), int):
             raise ValueError(f"{where} is marked resolved but its batch_size is {arguments.get('batch_size')!r}.")
@@ -123,6 +125,32 @@ def refuse_active_run(run_dir: str | os.PathLike) -> None:
     record = read_run(run_dir)
     if RunStatus.parse(record.get("status")).active and record:
         raise ValueError(f"The run in {run_dir} is {record.get('status')} (pid {record.get('pid')}); stop it first.")
+
+
+# The files through which a run's processes talk, and what each holds (for a message naming it).
+CONTROL_FILES = {
+    SPEC_FILE: "arguments",
+    STOP_FILE: "stop request",
+    WORKER_FILE: "process record",
+    RESULT_FILE: "result",
+    MEMORY_FILE: "memory record",
+}
+
+
+def check_control_files(run_dir: str | os.PathLike) -> None:
+    """Refuse (ValueError, nothing changed) a run folder where a name the processes talk through is taken by a
+    folder or another non-file: a `stop` folder would stop every resumed session at its first step, a `result.json`
+    folder would fail the run at its very end. Links are refused where the folder is written (refuse_links_in)."""
+    folder = Path(run_dir)
+    for name, what in CONTROL_FILES.items():
+        path = folder / name
+        if path.is_symlink() or not path.exists() or path.is_file():
+            continue
+        kind = "a folder" if path.is_dir() else "something that is not a file"
+        raise ValueError(
+            f"The run folder {folder.name} holds {kind} named {name!r}, where its training process keeps its {what} "
+            "file: move or remove it, then try again. Nothing was changed."
+        )
 
 
 def stop_requested(run_dir: str | os.PathLike) -> bool:

@@ -47,6 +47,8 @@ _SCALARS: dict[str, dict[str, str]] = {
         "similarity": "quality/speaker_similarity",
         "duration_ratio": "quality/duration_ratio",
         "combined": "quality/combined",
+        "naturalness": "quality/naturalness",
+        "babble_rate": "quality/babble_rate",
         "seconds": "speed/scored_evaluation_s",
     },
 }
@@ -103,12 +105,14 @@ class TensorBoardMirror:
 
         from utils.audio.io import load_audio
 
-        for index, name in enumerate(record.get("files") or []):
+        named = [(f"scored/{i}", name) for i, name in enumerate(record.get("files") or [])]
+        named += [(f"probe/{p.get('kind')}", p.get("file")) for p in record.get("probes") or [] if p.get("file")]
+        for tag, name in named:
             path = self.run_dir / name
             if not path.is_file():
                 continue
             wav, rate = load_audio(path, None)
-            writer.add_audio(f"scored/{index}", np.clip(wav, -1.0, 1.0), step, sample_rate=rate)
+            writer.add_audio(tag, np.clip(wav, -1.0, 1.0), step, sample_rate=rate)
 
     def flush(self) -> None:
         if self._writer is not None and not self._broken:

@@ -11,6 +11,8 @@ The training loop is coqui's; these subclasses change only what a notebook or we
   batches the interrupted session had not reached (the epoch's order is recomputed from seed and epoch).
 - A new run trains in the folder the caller created (`run_dir`), not in one the trainer names by the
   minute, so two runs started together never share a folder; its config.json is written atomically.
+- An out-of-memory error in a step (or an eval-loss batch) trains the same batch again in micro-batches of half as
+  many clips, and the run goes on at that size; at one clip it stops with a checkpoint (utils.training.micro_steps).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import trainer.trainer as coqui_trainer_module
 from trainer import Trainer
 
 from utils.files import write_json_atomic
-from utils.training import distributed
+from utils.training import distributed, random_state
 from utils.training.checkpoints import (
     BEST_MODEL_FILE,
     CheckpointWriter,
@@ -38,6 +40,7 @@ from utils.training.checkpoints import (
     remove_stale_temporaries,
     set_aside_newer,
 )
+from utils.training.micro_steps import OutOfMemoryRecovery, OutOfMemoryStop
 from utils.training.phase_times import DATA, EVAL_LOSS, SAVES, SCORING_WAIT, TRAIN_STEPS, PhaseTimes, phase
 from utils.training.run_record import RunStatus
 
@@ -75,11 +78,12 @@ def _construction_hooks(run_dir: Path | None) -> Iterator[None]:
             coqui_trainer_module.get_experiment_folder_path, coqui_trainer_module.copy_model_files = saved
 
 
-class FineTuneTrainer(Trainer):
+class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
     """coqui's Trainer that returns from `fit` instead of exiting, and can be asked to stop.
 
     After `fit`, `outcome` is FINISHED, STOPPED (stop requested) or INTERRUPTED (Ctrl-C); a diverged
-    loss raises TrainingDiverged. `stop_checkpoint` is the checkpoint saved on stop or interrupt.
+    loss raises TrainingDiverged. `stop_checkpoint` is the checkpoint saved on stop or interrupt, `stop_reason`
+    why the run stopped itself (out of memory at one clip per micro-batch).
     """
 
     def __init__(
@@ -92,6 +96,8 @@ class FineTuneTrainer(Trainer):
         **kwargs,
     ) -> None:
         self._restore_from = restore_from
+        self._random_state: dict[str, Any] | None = None  # restored at the first batch after a resume
+        self._boundary: dict[str, Any] | None = None  # the random state at the last step's end
         handlers_before = set(logging.getLogger("trainer").handlers)
         with _construction_hooks(run_dir):
             super().__init__(*args, **kwargs)
@@ -103,11 +109,14 @@ class FineTuneTrainer(Trainer):
         self.stop_checkpoint: str | None = None
         self.choose_best: Callable[[FineTuneTrainer], None] | None = None  # set by the run; None: lowest loss
         self.checkpoints = checkpoints or CheckpointWriter(self.output_path, self.config.save_n_checkpoints)
+        self.init_recovery(distributed.is_distributed())
+        self.stop_reason: str | None = None
         # Where the wall time goes (run.json `timings`); the run replaces it with its own, started at its call.
         self.phase_times = PhaseTimes()
         # The checkpoint of this many steps on disk holds this trainer's weights (after a resume: the restored one).
         self._saved_step = self.total_steps_done if self.continue_run else 0
         if self.continue_run and distributed.is_main_process():  # the run's earlier process has ended
+            self._random_state = random_state.saved_state(getattr(self.args, "restore_path", None))
             remove_stale_temporaries(Path(self.output_path))
             if self._restore_from is not None:
                 set_aside_newer(Path(self.output_path), self.total_steps_done)
@@ -117,6 +126,7 @@ class FineTuneTrainer(Trainer):
         self.callbacks.callbacks_on_train_step_end.extend(
             [self._collect_saves, self._periodic_checkpoint, self._check_stop]
         )
+        self.callbacks.callbacks_on_train_step_end.insert(0, self._mark_step_boundary)
 
     def init_training(self, args: Any, coqpit_overrides: list[str], config: Any = None) -> tuple[Any, dict[str, Any]]:
         """A resume reads the run's config.json and restores the checkpoint the caller chose, else the newest
@@ -171,6 +181,12 @@ class FineTuneTrainer(Trainer):
         if collect is not None:  # a background scoring that finished: its record, here
             collect()
 
+    def _score_baseline(self) -> None:
+        """Before the first step: the starting weights scored as the run's baseline (utils.training.best_checkpoint)."""
+        baseline = getattr(self.choose_best, "score_baseline", None)
+        if baseline is not None and self.args.rank in (None, 0):
+            baseline(self)
+
     def _wait_for_scoring(self) -> None:
         """The scores still being computed in the background are recorded before the run ends (none lost)."""
         wait = getattr(self.choose_best, "wait", None)
@@ -190,8 +206,25 @@ class FineTuneTrainer(Trainer):
         if self.total_steps_done % self.config.save_step == 0:
             self._save_full()
 
+    def _random_state_now(self) -> dict[str, Any]:
+        full = self.train_loader.loader if isinstance(self.train_loader, _FirstSteps) else self.train_loader
+        position = self.total_steps_done - self.epochs_done * len(full) if full is not None else 0
+        return random_state.capture(self.epochs_done, position)
+
+    def _mark_step_boundary(self, trainer: Trainer) -> None:
+        self._boundary = self._random_state_now()
+
+    def random_state(self) -> dict[str, Any]:
+        """The generators and the sampler's place at this checkpoint's step boundary (what a checkpoint saves): now,
+        for a save at a step's end, a stop or the end of the run; the last step's end for a save after Ctrl-C or an
+        error, which may come mid-step, after the next batch drew from the generators."""
+        if self.outcome in (RunStatus.INTERRUPTED, RunStatus.FAILED) and self._boundary is not None:
+            return self._boundary
+        return self._random_state_now()
+
     def train_epoch(self) -> None:
-        """coqui's epoch; the first epoch after a resume trains only the steps the stopped run had left."""
+        """coqui's epoch; the first epoch after a resume trains only the steps the stopped run had left, drawing
+        from the generators as the run had left them."""
         if self.train_loader is None:
             self.train_loader = self.prepare_accelerate_loader(self.get_train_dataloader(self.train_samples))
         full = self.train_loader
@@ -201,11 +234,23 @@ class FineTuneTrainer(Trainer):
         if hasattr(batches, "set_epoch"):  # the epoch's order comes from (seed, epoch): a resume recomputes it
             batches.set_epoch(self.epochs_done)
             batches.skip_batches = done_in_epoch if 0 < done_in_epoch <= len(full) else 0
-        if not 0 < done_in_epoch <= len(full):
+        saved, self._random_state = self._random_state, None
+        restore = None if saved is None else (lambda: random_state.restore(saved))
+        where = (saved or {}).get("sampler") or {}
+        if where and (where.get("epoch"), where.get("position")) != (self.epochs_done, done_in_epoch):
+            log.warning(
+                "The checkpoint was saved at epoch %s, batch %s; resuming at epoch %s, batch %s.",
+                where.get("epoch"),
+                where.get("position"),
+                self.epochs_done,
+                done_in_epoch,
+            )
+        if not 0 < done_in_epoch <= len(full) and restore is None:
             with phase(self, DATA):  # what the steps inside leave: the loader's next batch, logging
                 super().train_epoch()
             return
-        self.train_loader = _FirstSteps(full, len(full) - done_in_epoch)
+        steps = len(full) - done_in_epoch if 0 < done_in_epoch <= len(full) else len(full)
+        self.train_loader = _FirstSteps(full, steps, restore)
         try:
             with phase(self, DATA):
                 super().train_epoch()
@@ -273,12 +318,16 @@ class FineTuneTrainer(Trainer):
     def fit(self) -> None:  # type: ignore[override]
         self.phase_times.training_started()
         try:
+            self._score_baseline()
             self._fit()
             self.outcome = RunStatus.FINISHED
             self._save_full()  # the finished run can be continued with more epochs
             with phase(self, SAVES):
                 self.checkpoints.flush()  # every file on disk before the run is exported
             self._wait_for_scoring()
+        except OutOfMemoryStop as stop:
+            self.outcome, self.stop_reason = RunStatus.STOPPED, str(stop)
+            self._save_after_stop()
         except StopTraining:
             self.outcome = RunStatus.STOPPED
             self._save_after_stop()
@@ -316,17 +365,22 @@ class FineTuneTrainer(Trainer):
 
 
 class _FirstSteps:
-    """The first `steps` batches of a data loader, with that length (the trainer reads both)."""
+    """The first `steps` batches of a data loader, with that length (the trainer reads both). `on_start` runs once
+    the loader's iterator is made, before its first batch is loaded (where a resume restores the generators)."""
 
-    def __init__(self, loader: Any, steps: int) -> None:
+    def __init__(self, loader: Any, steps: int, on_start: Callable[[], None] | None = None) -> None:
         self.loader = loader
         self.steps = steps
+        self.on_start = on_start
 
     def __len__(self) -> int:
         return self.steps
 
     def __iter__(self) -> Iterator[Any]:
-        return itertools.islice(iter(self.loader), self.steps)
+        batches = iter(self.loader)
+        if self.on_start is not None:
+            self.on_start()
+        return itertools.islice(batches, self.steps)
 
 
 class DivergenceGuard:

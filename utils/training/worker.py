@@ -61,6 +61,7 @@ def result_record(result: Any) -> dict[str, Any]:
             **result._asdict(),
             "stop_checkpoint": record.get("stop_checkpoint"),
             "early_stop": record.get("early_stop"),
+            "stop_reason": record.get("stop_reason"),  # it stopped itself: out of memory at one clip
         },
     }
 
