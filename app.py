@@ -103,7 +103,7 @@ def _login(args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no calls home
-    from webui.ui import CSS, build_ui
+    from webui.ui import CSS, build_ui, quiet_queue
 
     if args.insecure_open and not args.auth and (args.share or args.host not in LOOPBACK):
         print(
@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
 
         warm_up()
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    demo.queue(default_concurrency_limit=4).launch(
+    quiet_queue(demo.queue(default_concurrency_limit=4))
+    demo.launch(
         server_name=args.host,
         server_port=args.port,
         share=args.share,

@@ -2,15 +2,18 @@
 
     .venv/bin/python scripts/screenshots.py shots/          # writes shots/<state>-<tab>.png
 
-States: empty (a fresh app), checking (a dataset check under way), checked, training (a tiny run started from
-the page), finished, failed (a run whose audio is gone). It starts its own app on a temporary folder with a
-small synthetic dataset and the tiny base model (built in seconds); a few minutes on a CPU. Needs Chromium and
-ChromeDriver (./run_tests.sh installs them).
+States: empty (a fresh app), checking (a dataset check under way), checked, rejected (half the rows' audio
+gone), training (the first run after the page loaded, started with Start and watched without reloading),
+finished, failed (a run whose audio is gone), resumed (a stopped run resumed to its end), missing weights (a
+base model whose files are not on this machine). It starts its own app on a temporary folder with a small
+synthetic dataset and the tiny base model (built in seconds; the only base model it sees); several minutes on
+a CPU. Needs Chromium and ChromeDriver (./run_tests.sh installs them).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import sys
@@ -25,6 +28,7 @@ from tests.helpers import write_clip  # noqa: E402
 from tests.webui.app_server import AppServer  # noqa: E402
 from tests.webui.browser import (  # noqa: E402
     TAB_NAMES,
+    choose,
     click_button,
     field,
     open_accordion,
@@ -59,12 +63,21 @@ def make_data(data: Path) -> dict[str, Path]:
         write_clip(ljspeech / "wavs" / f"LJ{i:03d}.wav", 1.5, i)
         with open(ljspeech / "metadata.csv", "a", encoding="utf-8") as handle:
             handle.write(f"LJ{i:03d}|{text}|{text}\n")
+    half = data / "half"  # every other clip gone: half the rows rejected
+    absolute_path_csv(half)
+    for clip in sorted((half / "wavs").glob("*.wav"))[::2]:
+        clip.unlink()
     # A copy whose audio is deleted once it has been checked: the run then fails reading its clips.
     doomed = data / "doomed"
     shutil.copytree(data / "wavs", doomed / "wavs")
     text = csv.read_text().replace(str(data / "wavs"), str(doomed / "wavs"))
     (doomed / "metadata.csv").write_text(text)
-    return {"csv": csv, "ljspeech": ljspeech / "metadata.csv", "doomed": doomed / "metadata.csv"}
+    return {
+        "csv": csv,
+        "ljspeech": ljspeech / "metadata.csv",
+        "doomed": doomed / "metadata.csv",
+        "half": half / "metadata.csv",
+    }
 
 
 def check(driver, csv: Path) -> None:
@@ -96,6 +109,8 @@ def _stop(signum, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from selenium.webdriver.common.by import By
+
     signal.signal(signal.SIGTERM, _stop)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("folder", help="where the PNGs go")
@@ -106,9 +121,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from utils.model.base_models import ensure_base_model
 
-    ensure_base_model("tiny")
+    tiny = ensure_base_model("tiny").folder
     work = Path(tempfile.mkdtemp(prefix="xtts-screenshots-"))
     data = make_data(work / "data")
+    (work / "models").mkdir()
+    (work / "models" / "tiny").symlink_to(tiny, target_is_directory=True)
+    os.environ["XTTS_MODELS_DIR"] = str(work / "models")  # the app's only base model: tiny (v2.0.2 is missing)
     server = AppServer(work / "output", work / "app.log", data_dirs=(work / "data",))
     driver = None
     try:
@@ -130,12 +148,14 @@ def main(argv: list[str] | None = None) -> int:
         check(driver, data["ljspeech"])
         wait_text(driver, "LJSpeech", 120, "#dataset-summary")
         shoot_tabs(driver, out, "3-checked", ("Dataset",))
+        check(driver, data["half"])
+        wait_text(driver, "rows rejected", 120, "#dataset-summary")
+        shoot_tabs(driver, out, "3-rejected", ("Dataset",))
 
         check(driver, data["csv"])
         wait_text(driver, "12 of 12 rows usable", 120, "#dataset-summary")
-        start_run(driver, args.epochs)
-        wait_text(driver, "Step ", 300)
-        time.sleep(8)
+        start_run(driver, args.epochs)  # the first run since the page loaded, watched without reloading
+        wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '#loss-plot [data-series="eval"]'), 600, "an eval")
         shoot_tabs(driver, out, "4-training")
         open_tab(driver, "Fine-tune")  # hidden tabs' text is not read
         wait_text(driver, "Training finished", 900)
@@ -148,6 +168,25 @@ def main(argv: list[str] | None = None) -> int:
         wait_text(driver, "Failed", 300)
         time.sleep(3)
         shoot_tabs(driver, out, "6-failed")
+
+        check(driver, data["csv"])
+        wait_text(driver, "12 of 12 rows usable", 120, "#dataset-summary")
+        start_run(driver, args.epochs + 2, data["csv"])
+        wait_text(driver, "Step 2 /", 300, "#run-status")
+        click_button(driver, "Stop (saves a checkpoint)")
+        wait_text(driver, "Stopped. Checkpoint saved", 300, "#run-status")
+        open_accordion(driver, "Advanced")
+        choose(driver, "form-resume_from", "(stopped)")
+        time.sleep(1)
+        click_button(driver, "Start training")
+        wait_text(driver, "Training finished", 900, "#run-status")
+        shoot_tabs(driver, out, "7-resumed", ("Fine-tune",))
+
+        click_button(driver, "Estimate GPU memory")
+        wait_text(driver, "Memory plan", 300)
+        choose(driver, "form-version", "v2.0.2")
+        wait_text(driver, "of its files are not on this machine", 60, "#base-model-panel")
+        shoot_tabs(driver, out, "8-missing-weights", ("Fine-tune",))
     finally:
         if driver is not None:
             driver.quit()

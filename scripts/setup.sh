@@ -53,7 +53,13 @@ requirements=requirements.txt
 [[ $want_test == 1 ]] && requirements=requirements-test.txt
 stamp=".venv/.installed-$(basename "$requirements" .txt)"
 digest="$(cat requirements.txt requirements-nodeps.txt "$requirements" | sha256sum | cut -d' ' -f1)"
-if [[ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]]; then
+installed() {  # the stamp of a requirements file holds the digest of what it installed
+  [[ "$(cat ".venv/.installed-$(basename "$1" .txt)" 2>/dev/null)" == \
+     "$(cat requirements.txt requirements-nodeps.txt "$1" | sha256sum | cut -d' ' -f1)" ]]
+}
+# The test set includes the app's (requirements-test.txt starts with -r requirements.txt): after ./run_tests.sh,
+# ./run_app.sh starts at once.
+if ! installed "$requirements" && ! { [[ $want_test == 0 ]] && installed requirements-test.txt; }; then
   echo "==> Installing Python packages from $requirements (the first time takes a few minutes: PyTorch is large)"
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -r "$requirements"

@@ -1,9 +1,16 @@
-"""What many tests build: speech-like audio, datasets of it, and digests that prove files were left untouched."""
+"""What many tests build: speech-like audio, datasets of it, digests that prove files were left untouched, and
+waits that last while the product makes progress (wait_until)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import subprocess
+import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import soundfile as sf
@@ -129,3 +136,173 @@ def simulated_gpu(capability: tuple[int, int], total_memory_gb: float = 24.0) ->
         bf16_native=capability >= (8, 0),
         device_count=1,
     )
+
+
+# --- Waiting on progress ------------------------------------------------------------------------------------------
+# A test waits for what it expects for as long as the product shows signs of work (a step counter, a log that
+# grows, a process that uses CPU time): a loaded CI machine is slower, not stalled. Only when nothing advanced for
+# `stall` seconds does the wait fail. Every wait of the suite goes through wait_until.
+
+STALL_S = 180.0  # seconds without any sign of progress before a wait fails
+BACKSTOP_S = 3600.0  # however busy the product looks, a wait ends after this (a loop that never ends)
+_watched: list[Any] = []  # signals every wait adds: an app server's folder and processes, a browser's processes
+
+
+class Stalled(AssertionError):
+    """What a test waited for did not happen, and nothing advanced for `stall` seconds."""
+
+
+def watch(signal: Any) -> Any:
+    """Add a progress signal to every wait (until unwatch); returns it."""
+    _watched.append(signal)
+    return signal
+
+
+def unwatch(signal: Any) -> None:
+    if signal in _watched:
+        _watched.remove(signal)
+
+
+def _read(signal: Any) -> Any:
+    try:
+        return signal()
+    except Exception:  # noqa: BLE001 - a file or process gone reads as no progress, not as a failure
+        return None
+
+
+def wait_until(
+    condition: Any,
+    what: str,
+    *,
+    progress: tuple[Any, ...] = (),
+    stall: float = STALL_S,
+    poll: float = 0.5,
+    ignore: tuple[type[BaseException], ...] = (OSError, ValueError),
+    describe: Any = None,
+) -> Any:
+    """Poll `condition()` until it returns something truthy, and return that. While it is falsy, the wait goes
+    on as long as one of the progress signals (callables whose value changes while the work advances: see
+    file_growth, folder_growth, cpu_seconds, and those watch() added) changed within the last `stall` seconds;
+    it raises Stalled when none did. A condition raising one of `ignore` (a file half written, a page element
+    re-rendered) is polled again. The failure says what `describe()` returns (what the test last saw), or the
+    condition's last exception."""
+    signals = [*progress, *_watched]
+    seen = [_read(s) for s in signals]
+    started = quiet_since = time.monotonic()
+    while True:
+        try:
+            value, last = condition(), ""
+        except ignore as exc:
+            value, last = None, f"{type(exc).__name__}: {exc}"
+        if value:
+            return value
+        now = [_read(s) for s in signals]
+        if now != seen:
+            seen, quiet_since = now, time.monotonic()
+        idle = time.monotonic() - quiet_since
+        if idle > stall or time.monotonic() - started > BACKSTOP_S:
+            why = f"nothing advanced for {idle:.1f}s" if idle > stall else f"still waiting after {BACKSTOP_S:.0f}s"
+            shown = _read(describe) if describe is not None else last
+            raise Stalled(f"waiting for {what}: {why}" + (f"; last seen: {str(shown)[-1500:]}" if shown else ""))
+        time.sleep(poll)
+
+
+def file_growth(*paths: Any) -> Any:
+    """A signal: the sizes of these files (paths, or callables returning one; a missing file reads as -1)."""
+
+    def sizes() -> tuple[int, ...]:
+        found = []
+        for path in paths:
+            path = Path(path() if callable(path) else path)
+            found.append(path.stat().st_size if path.is_file() else -1)
+        return tuple(found)
+
+    return sizes
+
+
+def folder_growth(folder: Path, ignore: tuple[str, ...] = ("memory.jsonl",)) -> Any:
+    """A signal: the number and total size of the files under `folder` (a run's metrics and checkpoints, the
+    logs). `ignore`: files written on a clock, not by progress (a worker's memory samples, every second)."""
+
+    def total() -> tuple[int, int]:
+        count = size = 0
+        for root, _, names in os.walk(folder):
+            for name in names:
+                if name in ignore:
+                    continue
+                with contextlib.suppress(OSError):
+                    size += os.stat(os.path.join(root, name)).st_size
+                    count += 1
+        return count, size
+
+    return total
+
+
+def cpu_seconds(process: Any, quantum: float = 1.0, include_self: bool = True) -> Any:
+    """A signal: the CPU time used by a process (a pid, a Popen, or a callable returning a pid) and its children,
+    counted in steps of `quantum` seconds. A working process advances it, however loaded the machine; a hung
+    one (waiting on a lock, a pipe, a dead peer) does not. `quantum` above what a process spends while merely
+    idling (an open page's timer) keeps that from counting as progress."""
+    import psutil
+
+    def used() -> int | None:
+        pid = process() if callable(process) else getattr(process, "pid", process)
+        if pid is None:
+            return None
+        parent = psutil.Process(int(pid))
+        times = parent.cpu_times()
+        total = times.children_user + times.children_system  # children already ended and waited for
+        if include_self:
+            total += times.user + times.system
+        for child in parent.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child_times = child.cpu_times()
+                total += child_times.user + child_times.system
+        return int(total / quantum)
+
+    return used
+
+
+def children_working(folder: Path) -> tuple[Any, ...]:
+    """The signals of work this test's child processes (a training worker, a CLI, torchrun's ranks) do in
+    `folder`: its files grow, or the children use CPU time."""
+    return (folder_growth(Path(folder)), cpu_seconds(os.getpid(), include_self=False))
+
+
+def run_watched(
+    command: list[str], *, stall: float = STALL_S, progress: tuple[Any, ...] = (), check: bool = False, **options: Any
+) -> subprocess.CompletedProcess:
+    """subprocess.run(command, capture_output=True, **options) that waits on progress: as long as the process
+    writes output or uses CPU time (or `progress` advances); a process that stalls for `stall` seconds is killed
+    with its children and the wait raises Stalled, with the output's tail."""
+    import psutil
+
+    text = bool(options.pop("text", False))
+    options.pop("capture_output", None)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, **options)
+        grown = lambda: (os.fstat(out.fileno()).st_size, os.fstat(err.fileno()).st_size)
+        try:
+            wait_until(
+                lambda: process.poll() is not None,
+                f"{' '.join(map(str, command))[:200]} to end",
+                progress=(grown, cpu_seconds(process, quantum=0.2), *progress),
+                stall=stall,
+            )
+        except Stalled as exc:
+            with contextlib.suppress(psutil.Error):
+                for child in psutil.Process(process.pid).children(recursive=True):
+                    child.kill()
+            process.kill()
+            process.wait()
+            err.seek(0)
+            raise Stalled(f"{exc}\n{err.read().decode(errors='replace')[-3000:]}") from None
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if text:
+        stdout, stderr = stdout.decode(errors="replace"), stderr.decode(errors="replace")
+    result = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    if check:
+        result.check_returncode()
+    return result

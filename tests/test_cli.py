@@ -59,3 +59,19 @@ def test_an_unknown_language_needs_an_explicit_new_language(capsys, tmp_path, ti
     # Confirmed, the same code passes the arguments' checks (the zero epochs below are refused instead).
     code, lines = run_cli(capsys, *common, "--language", "xx", "--new-language", "--num-epochs", "0")
     assert_one_line_error(code, lines, "num_epochs")
+
+
+def test_prepare_from_the_shell_with_its_declared_options(capsys, tmp_path):
+    csv = write_dataset(tmp_path / "data", 4)
+    out = tmp_path / "prepared"
+    code = cli.main(["prepare", "--train-csv", str(csv), "--out-dir", str(out), "--denoise", "--workers", "1"])
+    printed = capsys.readouterr().out
+    assert code == 0 and (out / "metadata_train.csv").is_file() and (out / "prepared.json").is_file()
+    assert "Loudness evened to -23 LUFS" in printed and "Denoised with DeepFilterNet 3" in printed
+    code = cli.main(["prepare", "--train-csv", str(csv), "--out-dir", str(tmp_path / "kept"), "--no-even-loudness"])
+    assert code == 0 and "Levels kept as recorded" in capsys.readouterr().out
+    code, lines = run_cli(
+        capsys, "prepare", "--train-csv", str(csv), "--out-dir", str(tmp_path / "x"), "--loudness-target", "5"
+    )
+    assert_one_line_error(code, lines, "loudness_target is 5.0; it must be from -40 to -10")
+    assert not (tmp_path / "x").exists(), "a bad option is refused before anything is written"

@@ -2,6 +2,7 @@
 
 python -m utils.cli train --train-csv data/metadata.csv --version tiny --num-epochs 2
 python -m utils.cli validate --train-csv data/metadata.csv --language en
+python -m utils.cli prepare --train-csv data/metadata.csv --out-dir data/prepared --denoise
 """
 
 from __future__ import annotations
@@ -61,6 +62,32 @@ def _add_train_options(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(_flag(f.name), type=kind, default=default, help=help_text, choices=spec.choices)
 
 
+def _add_prepare_options(parser: argparse.ArgumentParser) -> None:
+    """Prepare's processing options, from their one declaration (utils.data.prepare_options)."""
+    from utils.data.prepare_options import PrepareOptions, prepare_option
+
+    for f in fields(PrepareOptions):
+        spec = prepare_option(f.name)
+        if isinstance(f.default, bool):
+            parser.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=f.default, help=spec.help)
+        else:
+            bounds = f" [{spec.minimum:g} to {spec.maximum:g}]"
+            parser.add_argument(_flag(f.name), type=type(f.default), default=f.default, help=spec.help + bounds)
+
+
+def _add_dataset_options(parser: argparse.ArgumentParser, declared: dict[str, Any]) -> None:
+    """The options `validate` and `prepare` share with `train`, with their declared defaults."""
+    parser.add_argument("--train-csv", required=True, help="Metadata CSV to check.")
+    parser.add_argument("--eval-csv", default=declared["eval_csv"], help="Optional evaluation CSV.")
+    parser.add_argument("--language", default=declared["language"], help="Language code of the dataset.")
+    parser.add_argument(
+        "--max-audio-length",
+        type=int,
+        default=declared["max_audio_length"],
+        help=f"Longest clip, in samples at {XTTS_SAMPLE_RATE} Hz.",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m utils.cli",
@@ -82,18 +109,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="Check a dataset row by row without training.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    # The options `validate` shares with `train`, with their declared defaults.
     declared = argument_defaults()
-    validate.add_argument("--train-csv", required=True, help="Metadata CSV to check.")
-    validate.add_argument("--eval-csv", default=declared["eval_csv"], help="Optional evaluation CSV.")
-    validate.add_argument("--language", default=declared["language"], help="Language code of the dataset.")
+    _add_dataset_options(validate, declared)
     validate.add_argument(
-        "--max-audio-length",
-        type=int,
-        default=declared["max_audio_length"],
-        help=f"Longest clip, in samples at {XTTS_SAMPLE_RATE} Hz.",
+        "--cache-dir", default=None, help="Keep the check here (an unchanged dataset is not read again next time)."
     )
     validate.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
+    prepare = commands.add_parser(
+        "prepare",
+        help="Write a clean 22.05 kHz copy with a train/eval split (loudness evened, noise removed on request).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _add_dataset_options(prepare, declared)
+    prepare.add_argument("--out-dir", required=True, help="Folder to prepare into (an earlier one: add to it).")
+    _add_prepare_options(prepare)
     return parser
 
 
@@ -113,7 +142,9 @@ def _print_progress(record: dict[str, Any]) -> None:
 def _validate(args: argparse.Namespace) -> int:
     from utils.data.validation import validate_dataset
 
-    report = validate_dataset(args.train_csv, args.eval_csv or None, args.language, args.max_audio_length)
+    report = validate_dataset(
+        args.train_csv, args.eval_csv or None, args.language, args.max_audio_length, cache_dir=args.cache_dir
+    )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
         return 0 if report.ok else 1
@@ -121,6 +152,27 @@ def _validate(args: argparse.Namespace) -> int:
     for problem in report.problems:
         print(f"{problem.csv_file}:{problem.line}: {problem.severity}: {problem.audio_file} {problem.reason}")
     return 0 if report.ok else 1
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from utils.data.prepare import prepare_dataset
+    from utils.data.prepare_options import PrepareOptions
+
+    def progress(done: int, total: int, message: str) -> None:
+        print(f"\r{message}\033[K", end="" if done < total else "\n", file=sys.stderr, flush=True)
+
+    options = {f.name: getattr(args, f.name) for f in fields(PrepareOptions)}
+    prepared = prepare_dataset(
+        args.train_csv,
+        args.out_dir,
+        args.eval_csv or None,
+        args.language,
+        args.max_audio_length,
+        progress=progress,
+        **options,
+    )
+    print(prepared.summary())
+    return 0
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -135,7 +187,7 @@ def _train(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return _validate(args) if args.command == "validate" else _train(args)
+        return {"validate": _validate, "prepare": _prepare, "train": _train}[args.command](args)
     except Exception as exc:  # every error, a missing model or file, a bad value: one line
         if args.traceback:
             raise

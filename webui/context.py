@@ -6,6 +6,9 @@ form, which the Dataset tab fills), so one tab can wire another's component with
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,8 @@ from webui.paths import AppRoots
 from webui.runner import TrainingRunner
 
 GPU_QUEUE = "gpu"  # concurrency_id: training start and synthesis share the GPU, one job at a time
+# CPU work (the dataset checks, Prepare, a transcription while a run trains) is in no shared queue: it runs beside
+# training, and Start never waits for it.
 
 
 @dataclass
@@ -26,6 +31,8 @@ class UIContext:
     runner: TrainingRunner
     data_dirs: tuple[Path, ...] = ()  # the operator's data folders (--data-dir), readable from the web
     components: dict[str, Any] = field(default_factory=dict)
+    # Held by GPU work outside the GPU queue (a transcription on a free GPU): Start waits for it.
+    gpu_work: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def roots(self) -> AppRoots:
@@ -37,6 +44,21 @@ class UIContext:
         if self.runner.is_active() and detect_gpu().available:
             return "A training run is using the GPU: stop it or wait for it to end, then try again."
         return ""
+
+    @contextlib.contextmanager
+    def gpu_work_or_cpu(self) -> Iterator[str]:
+        """The device for work that can use either: "cuda" while holding gpu_work when a GPU is there and no run
+        trains on it (Start waits until it is done), else "cpu" at once, beside the run."""
+        if detect_gpu().available and not self.runner.is_active():
+            self.gpu_work.acquire()
+            if not self.runner.is_active():  # a run did not start meanwhile
+                try:
+                    yield "cuda"
+                finally:
+                    self.gpu_work.release()
+                return
+            self.gpu_work.release()
+        yield "cpu"
 
     def register(self, tab: str, components: dict[str, Any]) -> dict[str, Any]:
         for name, component in components.items():

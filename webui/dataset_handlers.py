@@ -12,6 +12,7 @@ import gradio as gr
 import pandas as pd
 
 from utils.audio.io import AudioError, load_audio
+from utils.data.check_cache import cache_folder
 from utils.data.csv_reader import AUDIO_EXTENSIONS
 from utils.data.prepare import prepare_dataset, preview_rows
 from utils.data.row_checks import outside_roots
@@ -24,8 +25,14 @@ from webui.shown import page_error, shown, shown_cells
 
 PREVIEW_PLAYERS = 3
 CHECK_PLAYERS = 3  # the worst flagged rows, played
+PREPARED_PLAYERS = 2  # clips before and after Prepare (loudness evened, noise removed), played side by side
 PREVIEW_SECONDS = 12
 PROBLEM_COLUMNS = ["csv_file", "line", "audio_file", "severity", "reason"]
+# Short columns a fixed width, the texts the rest: headers on one line and no column wider than the window.
+PROBLEM_COLUMN_WIDTHS = ["16%", "72px", "22%", "96px", "50%"]
+PREVIEW_COLUMNS = ["line", "used", "audio_file", "text", "speaker"]
+PREVIEW_COLUMN_WIDTHS = ["72px", "22%", "24%", "40%", "14%"]
+MOSTLY_REJECTED = 0.25  # a share of rejected rows above which the verdict is a warning, not "Ready to train"
 UPLOADS_FOLDER = "uploads"  # extracted zips, one folder per zip content, under the datasets folder
 
 
@@ -48,9 +55,21 @@ def report_tables(report: DatasetReport) -> tuple[str, pd.DataFrame, pd.DataFram
     edges, counts = report.histogram["edges_s"], report.histogram["counts"]
     labels = histogram_labels(edges)
     histogram = pd.DataFrame({"seconds": labels, "clips": counts})
-    state = "Ready to train" if report.ok else "Not ready to train"
-    summary = f"### {state}\n\n" + shown(report.summary(), keep_newlines=True)
+    summary = f"### {verdict(report)}\n\n" + shown(report.summary(), keep_newlines=True)
     return summary, problems, histogram
+
+
+def verdict(report: DatasetReport) -> str:
+    """The summary's heading: "Ready to train" only when (nearly) every row is usable; with many rows rejected
+    it says how many, so that a wrong audio folder or layout is not trained on half the data unnoticed."""
+    if not report.ok:
+        return "Not ready to train"
+    rejected = report.rows_read - report.rows_usable
+    if not rejected:
+        return "Ready to train"
+    if rejected > MOSTLY_REJECTED * report.rows_read:
+        return f"⚠ {rejected} of {report.rows_read} rows rejected: only {report.rows_usable} usable (see Problems)"
+    return f"Ready to train on {report.rows_usable} of {report.rows_read} rows ({rejected} rejected, see Problems)"
 
 
 def histogram_update(histogram: pd.DataFrame) -> Any:
@@ -61,9 +80,25 @@ def histogram_update(histogram: pd.DataFrame) -> Any:
 
 def _preview(csv_path: str, report: DatasetReport, roots: tuple[Path, ...]) -> tuple[pd.DataFrame, list[Any]]:
     rows = preview_rows(csv_path, count=8, layout=report.layouts.get(str(Path(csv_path))))
+    # A row the check rejected says so and why (the first rows' problems are always among those listed).
+    here = Path(csv_path).resolve()
+    rejected = {
+        p.line: p.reason
+        for p in report.problems
+        if p.severity == "error" and p.line and not p.file_level and Path(p.csv_file or csv_path).resolve() == here
+    }
     table = pd.DataFrame(
-        [{"line": r.line, "audio_file": r.audio_file, "text": r.text, "speaker": r.speaker_name} for r in rows],
-        columns=["line", "audio_file", "text", "speaker"],
+        [
+            {
+                "line": r.line,
+                "used": f"✗ rejected: {_short(rejected[r.line])}" if r.line in rejected else "✓",
+                "audio_file": r.audio_file,
+                "text": r.text,
+                "speaker": r.speaker_name,
+            }
+            for r in rows
+        ],
+        columns=PREVIEW_COLUMNS,
     )
     table = shown_cells(table)
     players = []
@@ -81,11 +116,18 @@ def _preview(csv_path: str, report: DatasetReport, roots: tuple[Path, ...]) -> t
             gr.update(
                 value=(rate, wav[: rate * PREVIEW_SECONDS]),
                 visible=True,
-                label=shown(f"line {row.line}: {row.text[:60]}", "plain"),
+                label=shown(
+                    f"line {row.line}{' (rejected)' if row.line in rejected else ''}: {row.text[:60]}", "plain"
+                ),
             )
         )
     players += [gr.update(value=None, visible=False)] * (PREVIEW_PLAYERS - len(players))
     return table, players
+
+
+def _short(reason: str) -> str:
+    """A reason as a preview cell shows it: without the path it names (the Problems table has it in full)."""
+    return reason.split(" at ", 1)[0].rstrip(".")[:60]
 
 
 def _check_options(version: str, language: str, use_g2p: bool) -> dict[str, Any]:
@@ -121,11 +163,13 @@ def validate_handler(
             form.from_display("max_audio_length", float(max_seconds)),
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
             audio_roots=roots,
+            cache_dir=cache_folder(ctx.output_dir),  # Prepare and Start reuse this check
             **_check_options(version, language, use_g2p),
         )
     except ValueError as exc:
         raise page_error(exc) from exc
     summary, problems, histogram = report_tables(report)
+    summary += "\n\n" + shown(report.check.describe())
     if train_upload and (train_path or "").strip():  # both given (a script): say which one was checked
         summary += "\n\nChecked the **uploaded** train CSV; the typed path was not used."
     missing = sum(
@@ -169,9 +213,11 @@ def zip_handler(ctx: UIContext, zip_upload, language, max_seconds, version="tiny
         raise page_error(exc) from exc
     except OSError as exc:  # a full disk, an unreadable upload: extract_upload removed what it wrote
         raise page_error(f"The zip could not be extracted: {exc}") from exc
-    return validate_handler(
+    summary, *rest = validate_handler(
         ctx, None, str(upload.train_csv), None, str(upload.eval_csv or ""), language, max_seconds, version, use_g2p
     )
+    names = ", ".join(shown(Path(p).name) for p in (upload.train_csv, upload.eval_csv) if p)
+    return (f"{summary}\n\nChecked the zip's **{names}** (the typed path and an uploaded CSV were not used).", *rest)
 
 
 def prepared_folder(ctx: UIContext, name: str, language: str) -> Path:
@@ -192,10 +238,12 @@ def check_handler(
     max_seconds,
     whisper_model,
     threshold,
+    min_naturalness=1.0,
     progress=gr.Progress(),
 ):
-    """Transcribe and measure the checked dataset's rows: (summary, flagged rows worst first as an editable table,
-    their CSV texts by audio_file for Prepare, players of the worst rows)."""
+    """Transcribe, measure and score the checked dataset's rows: (summary, flagged rows worst first as an editable
+    table, their CSV texts by audio_file for Prepare, players of the worst rows). It runs on the CPU, beside a
+    training run: Start never waits for it."""
     from utils.quality.asr import transcriber_or_reason
     from utils.quality.dataset_check import check_dataset
 
@@ -215,11 +263,29 @@ def check_handler(
             no_transcriber_reason=why,
             audio_roots=ctx.roots.audio_roots(train_csv, eval_csv),
             threshold=float(threshold),
+            min_naturalness=float(min_naturalness) if min_naturalness and float(min_naturalness) > 1.0 else None,
             max_audio_length=form.from_display("max_audio_length", float(max_seconds)),
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
+            cache_dir=cache_folder(ctx.output_dir),
         )
     except ValueError as exc:
         raise page_error(exc) from exc
+    players = _flagged_players(check)
+    # As the table shows them: a text the user did not edit is not a correction.
+    originals = {row.audio_file: shown(row.text, "plain") for row in check.flagged}
+    summary = shown(check.summary(), keep_newlines=True) + (
+        "\n\nTick **exclude** or edit **text** in the table, then Prepare: the changes go into the prepared copy only."
+        if check.flagged
+        else ""
+    )
+    summary += "\n\n" + shown(f"Decoded and measured: {check.work.describe()}.")
+    table = quality_view.check_frame(check)
+    # As many rows as were flagged, fixed: adding a row to this table means nothing.
+    return (summary, gr.update(value=table, row_count=(len(table), "fixed")), originals, *players)
+
+
+def _flagged_players(check) -> list[Any]:
+    """Players of the worst flagged rows."""
     players = []
     for row in check.flagged[:CHECK_PLAYERS]:
         try:  # decoded samples of a row the check read: never a file the page names
@@ -231,17 +297,7 @@ def check_handler(
                 value=(rate, wav), visible=True, label=shown(f"{row.audio_file}: {row.problems[0][:60]}", "plain")
             )
         )
-    players += [gr.update(value=None, visible=False)] * (CHECK_PLAYERS - len(players))
-    # As the table shows them: a text the user did not edit is not a correction.
-    originals = {row.audio_file: shown(row.text, "plain") for row in check.flagged}
-    summary = shown(check.summary(), keep_newlines=True) + (
-        "\n\nTick **exclude** or edit **text** in the table, then Prepare: the changes go into the prepared copy only."
-        if check.flagged
-        else ""
-    )
-    table = quality_view.check_frame(check)
-    # As many rows as were flagged, fixed: adding a row to this table means nothing.
-    return (summary, gr.update(value=table, row_count=(len(table), "fixed")), originals, *players)
+    return players + [gr.update(value=None, visible=False)] * (CHECK_PLAYERS - len(players))
 
 
 def prepare_handler(
@@ -255,9 +311,12 @@ def prepare_handler(
     use_g2p=False,
     check_table=None,
     originals=None,
+    even_loudness=True,
+    denoise=False,
     progress=gr.Progress(),
 ):
-    """Prepare the checked dataset, with the exclusions and corrections made in the check table."""
+    """Prepare the checked dataset, with the exclusions and corrections made in the check table, its loudness
+    evened and its noise removed as asked; players of a few clips before and after."""
     if not train_csv:
         raise gr.Error("Check a dataset first (its CSV path is then filled in).")
     folder = prepared_folder(ctx, name, language)
@@ -276,16 +335,39 @@ def prepare_handler(
             corrections=corrections,
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
             audio_roots=ctx.roots.audio_roots(train_csv, eval_csv),
+            even_loudness=bool(even_loudness),
+            denoise=bool(denoise),
+            cache_dir=cache_folder(ctx.output_dir),
             **_check_options(version, language, use_g2p),
         )
     except ValueError as exc:
         raise page_error(exc) from exc
+    except OSError as exc:  # the prepared folder's disk
+        raise page_error(f"The prepared dataset could not be written: {exc}") from exc
     return (
-        f"{shown(prepared.summary(), keep_newlines=True)}\n\nThe Fine-tune tab now trains on it.",
+        f"{shown(prepared.summary(), keep_newlines=True)}\n\nConverted: {shown(prepared.work.describe())}.\n\n"
+        "The Fine-tune tab now trains on it.",
         str(prepared.train_csv),
         str(prepared.eval_csv),
         prepared.kept_train + prepared.added_train,
+        *before_after_players(prepared.examples),
     )
+
+
+def before_after_players(examples: list[tuple[str, str]]) -> list[Any]:
+    """(before, after) player updates for the first PREPARED_PLAYERS clips Prepare added: decoded samples of a
+    source clip it read and of the clip it wrote, never a file."""
+    players = []
+    for source, prepared in examples[:PREPARED_PLAYERS]:
+        try:
+            before, before_rate = load_audio(source, None, seconds=PREVIEW_SECONDS)
+            after, after_rate = load_audio(prepared, None, seconds=PREVIEW_SECONDS)
+        except AudioError:
+            continue
+        name = Path(source).name
+        players.append(gr.update(value=(before_rate, before), visible=True, label=shown(f"before: {name}", "plain")))
+        players.append(gr.update(value=(after_rate, after), visible=True, label=shown(f"after: {name}", "plain")))
+    return players + [gr.update(value=None, visible=False)] * (2 * PREPARED_PLAYERS - len(players))
 
 
 def _table_originals(check_table, originals, csv_paths) -> dict[str, str]:
@@ -321,19 +403,20 @@ def transcribe_handler(ctx: UIContext, recordings, whisper_model, language, spea
         raise page_error(exc) from exc
     if not paths:
         raise gr.Error("Upload one or more long recordings first.")
-    if why := ctx.gpu_in_use_by_training():  # Whisper would load onto the GPU the run is using
-        raise page_error(why)
     out = ctx.datasets_dir / f"transcribed-{time.strftime('%Y%m%d-%H%M%S')}"
     lang = canonical_language(language)
-    try:
-        csv_path = transcribe_recordings(
-            paths,
-            out,
-            get_transcriber(model),  # loaded once per process, reused by every click
-            language=whisper_language(lang),
-            speaker_name=speaker or "speaker",
-            progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
-        )
-    except (TranscriberUnavailable, ValueError) as exc:
-        raise page_error(exc) from exc
+    # The GPU when it is free (Start waits for it, as for any GPU work); the CPU while a run trains on it, beside
+    # the run: a long transcription never holds back Start.
+    with ctx.gpu_work_or_cpu() as device:
+        try:
+            csv_path = transcribe_recordings(
+                paths,
+                out,
+                get_transcriber(model, device),  # loaded once per process and device, reused by every click
+                language=whisper_language(lang),
+                speaker_name=speaker or "speaker",
+                progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
+            )
+        except (TranscriberUnavailable, ValueError) as exc:
+            raise page_error(exc) from exc
     return str(csv_path)

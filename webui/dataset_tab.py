@@ -7,14 +7,20 @@ from typing import Any
 
 import gradio as gr
 
+from utils.data.prepare_options import DEFAULTS as PREPARE_DEFAULTS
+from utils.data.prepare_options import prepare_option
 from utils.data.validation import HISTOGRAM_EDGES
 from utils.quality.asr import default_whisper_model
 from utils.text.languages import LANGUAGE_CHOICES
 from webui import form, quality_view
-from webui.context import GPU_QUEUE, UIContext
+from webui.context import UIContext
 from webui.dataset_handlers import (
     CHECK_PLAYERS,
+    PREPARED_PLAYERS,
+    PREVIEW_COLUMN_WIDTHS,
+    PREVIEW_COLUMNS,
     PREVIEW_PLAYERS,
+    PROBLEM_COLUMN_WIDTHS,
     PROBLEM_COLUMNS,
     check_handler,
     histogram_labels,
@@ -78,6 +84,14 @@ def _check_section() -> dict[str, Any]:
                 info="tiny.en, bundled, works offline for English; others go in models/whisper/<name>/",
             )
             ui["threshold"] = gr.Slider(0.05, 1.0, value=0.3, step=0.05, label="Flag a transcript over this CER")
+            ui["min_naturalness"] = gr.Slider(
+                1.0,
+                5.0,
+                value=1.0,
+                step=0.1,
+                label="Exclude clips under this naturalness",
+                info="MOS predicted by DistillMOS (1 bad .. 5 excellent); 1 excludes none",
+            )
             ui["check"] = gr.Button("Check transcripts and audio")
         ui["check_summary"] = gr.Markdown(elem_id="dataset-check-summary")
         ui["check_table"] = gr.Dataframe(
@@ -110,8 +124,22 @@ def _report_section() -> dict[str, Any]:
             y_axis_format="d",
             y_lim=[0, 4],
         )
-    ui["problems"] = gr.Dataframe(headers=PROBLEM_COLUMNS, label="Problems (row by row)", wrap=True, max_height=320)
-    ui["preview"] = gr.Dataframe(label="Preview", wrap=True, max_height=260)
+    ui["problems"] = gr.Dataframe(
+        headers=PROBLEM_COLUMNS,
+        label="Problems (row by row)",
+        wrap=True,
+        max_height=320,
+        column_widths=PROBLEM_COLUMN_WIDTHS,
+        elem_id="dataset-problems",
+    )
+    ui["preview"] = gr.Dataframe(
+        headers=PREVIEW_COLUMNS,
+        label="Preview (the first rows; a rejected one says why)",
+        wrap=True,
+        max_height=260,
+        column_widths=PREVIEW_COLUMN_WIDTHS,
+        elem_id="dataset-preview",
+    )
     with gr.Row():
         ui["players"] = [gr.Audio(visible=False, interactive=False) for _ in range(PREVIEW_PLAYERS)]
     with gr.Row():
@@ -119,7 +147,18 @@ def _report_section() -> dict[str, Any]:
             label="Prepared dataset name", placeholder="empty: a new dataset; an earlier name: add to it"
         )
         ui["prepare"] = gr.Button("Prepare dataset (22.05 kHz copy + train/eval split)")
-    ui["prepared_summary"] = gr.Markdown()
+    with gr.Row():  # Prepare's options, as PrepareOptions declares them
+        ui["even_loudness"] = gr.Checkbox(
+            PREPARE_DEFAULTS.even_loudness,
+            label=f"Even out loudness ({PREPARE_DEFAULTS.loudness_target:g} LUFS)",
+            info=prepare_option("even_loudness").help,
+        )
+        ui["denoise"] = gr.Checkbox(
+            PREPARE_DEFAULTS.denoise, label="Remove background noise", info=prepare_option("denoise").help
+        )
+    ui["prepared_summary"] = gr.Markdown(elem_id="prepared-summary")
+    with gr.Row():
+        ui["prepared_players"] = [gr.Audio(visible=False, interactive=False) for _ in range(2 * PREPARED_PLAYERS)]
     return ui
 
 
@@ -157,6 +196,14 @@ def _wire_checks(ctx: UIContext, ui: dict[str, Any]) -> None:
     for upload, path in ((ui["train_upload"], ui["train_path"]), (ui["eval_upload"], ui["eval_path"])):
         upload.upload(lambda: "", None, path, api_visibility="undocumented", show_progress="hidden")
         path.input(lambda: None, None, upload, api_visibility="undocumented", show_progress="hidden")
+    # A zip is a third source: its CSV is checked, so the typed path and the uploaded CSV go (which was checked?).
+    ui["zip_upload"].upload(
+        lambda: ("", None),
+        None,
+        [ui["train_path"], ui["train_upload"]],
+        api_visibility="undocumented",
+        show_progress="hidden",
+    )
     typed = [ui["train_path"], ui["eval_upload"], ui["eval_path"], language, max_seconds, version, g2p]
     ui["validate"].click(
         functools.partial(validate_handler, ctx), [ui["train_upload"], *typed], outputs, api_name="validate_dataset"
@@ -172,17 +219,15 @@ def _wire_checks(ctx: UIContext, ui: dict[str, Any]) -> None:
         [ui["recordings"], ui["whisper_model"], language, ui["speaker"]],
         ui["train_path"],
         api_name="transcribe_recordings",
-        concurrency_id=GPU_QUEUE,
-        concurrency_limit=1,
+        concurrency_limit=1,  # not in the GPU queue: on the CPU beside a run, else holding ctx.gpu_work
     ).success(functools.partial(validate_handler, ctx, None), typed, outputs, api_visibility="undocumented")
     check_outputs = [ui["check_summary"], ui["check_table"], ui["check_originals"]]
     ui["check"].click(
         functools.partial(check_handler, ctx),
-        [train_csv, eval_csv, language, max_seconds, ui["check_whisper"], ui["threshold"]],
+        [train_csv, eval_csv, language, max_seconds, ui["check_whisper"], ui["threshold"], ui["min_naturalness"]],
         [*check_outputs, *ui["check_players"]],
         api_name="check_dataset",
-        concurrency_id=GPU_QUEUE,
-        concurrency_limit=1,
+        concurrency_limit=1,  # on the CPU, beside a run: not in the GPU queue, Start never waits for it
     )
     # Edits belong to the dataset they were made on: another dataset (or its prepared copy) starts clean.
     players = len(ui["check_players"])
@@ -211,8 +256,10 @@ def _wire_preparation(ctx: UIContext, ui: dict[str, Any]) -> None:
             g2p,
             ui["check_table"],
             ui["check_originals"],
+            ui["even_loudness"],
+            ui["denoise"],
         ],
-        [ui["prepared_summary"], train_csv, eval_csv, usable_rows],
+        [ui["prepared_summary"], train_csv, eval_csv, usable_rows, *ui["prepared_players"]],
         api_name="prepare_dataset",
         concurrency_limit=1,
     )

@@ -34,13 +34,14 @@ CHECK_COLUMNS = [
     "audio_file",
     "line",
     "CER",
+    "MOS",
     "transcript",
     "problems",
     "measures",
 ]
-CHECK_DATATYPES = ["bool", "str", "str", "number", "number", "str", "str", "str"]
+CHECK_DATATYPES = ["bool", "str", "str", "number", "number", "number", "str", "str", "str"]
 # The texts share most of the width, the short numbers a fixed one: the table fits a 1400 px window.
-CHECK_COLUMN_WIDTHS = ["112px", "20%", "11%", "80px", "80px", "15%", "15%", "14%"]
+CHECK_COLUMN_WIDTHS = ["112px", "18%", "11%", "80px", "80px", "80px", "14%", "14%", "13%"]
 COMPARISON_COLUMNS = ("model", "cer", "wer", "similarity", "seconds", "transcript", "note")
 COMPARISON_COLUMN_WIDTHS = ["120px", "80px", "80px", "112px", "96px", "30%", "30%"]
 PLAYED_SECONDS = 15  # what a player gets of a clip
@@ -65,16 +66,19 @@ def _cell(value: float | None, name: str, reasons: list[str]) -> str:
 
 
 def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per evaluation, newest first: the scores (an empty score says why), whether it became the best (or
-    is the baseline, the starting weights at step 0), and the reasons in full."""
+    """One row per evaluation, newest first: the scores (an empty score says why), the best one (the newest that
+    became the best: an earlier best was overtaken), "base" on the baseline (the starting weights at step 0), and
+    the reasons in full."""
     rows = []
-    for record in records_of(records, QualityRecord):
+    records = records_of(records, QualityRecord)
+    best = next((r for r in reversed(records) if r.is_best), None)
+    for record in records:
         reasons = list(record.reasons or [])
         rows.append(
             {
                 "step": int(record.step),
                 **{label: _cell(getattr(record, key), key, reasons) for key, label in SCORES},
-                "best": "★" if record.is_best else ("base" if record.baseline else ""),
+                "best": "★" if record is best else ("base" if record.baseline else ""),
                 "notes": "; ".join(reasons),
             }
         )
@@ -145,18 +149,19 @@ def measures_text(m: Any) -> str:
 
 
 def check_frame(check: Any) -> pd.DataFrame:
-    """The dataset check's flagged rows, worst first, as an editable table: tick `exclude`, edit `text`
-    (an empty table for None)."""
+    """The dataset check's flagged rows, worst first, as an editable table: tick `exclude` (ticked already for a
+    clip under the naturalness threshold), edit `text` (an empty table for None). MOS: predicted naturalness."""
     rows = []
     for row in check.flagged if check is not None else []:
         m = row.measures
         rows.append(
             {
-                "exclude": False,
+                "exclude": bool(getattr(row, "suggest_exclude", False)),
                 "text": row.text,
                 "audio_file": row.audio_file,
                 "line": row.line,
                 "CER": None if row.cer is None else round(row.cer, 3),
+                "MOS": None if getattr(row, "naturalness", None) is None else round(row.naturalness, 2),
                 "transcript": row.transcript or "",
                 "problems": "; ".join(row.problems),
                 "measures": measures_text(m),

@@ -11,6 +11,7 @@ import pandas as pd
 
 from utils.options.arguments import TrainArguments, argument_defaults
 from utils.training.records import EvalRecord, MemoryRecord, TrainRecord, metric_from_json, records_of
+from webui import line_plot
 from webui.shown import shown
 
 STATUS_COLORS = {
@@ -80,17 +81,19 @@ def _message(text: str) -> str:
     return shown("\n".join(lines), keep_newlines=True)
 
 
-def status_markdown(state: Any, info: dict[str, Any]) -> str:
+def status_markdown(state: Any, info: dict[str, Any], nan_steps: list[int] | None = None) -> str:
     """The status panel from the run state and `progress(records)`. The message names the one checkpoint
-    that matters (the one to resume from, for a stopped run)."""
+    that matters (the one to resume from, for a stopped run); an ETA is shown while the run goes on only;
+    `nan_steps` (nan_loss_steps) are counted, as the loss plot marks them."""
     status = str(getattr(state.status, "value", state.status))
     color = STATUS_COLORS.get(status, "#6b7280")
     lines = [f'### <span style="color:{color}">{status.capitalize()}</span>', _message(state.message)]
     if info["step"]:
         total = info["total"] or "?"
         loss = "NaN/inf" if info["loss"] is None else f"{info['loss']:.4f}"
+        eta = f" · ETA {_duration(info['eta_s'])}" if status in ("starting", "running") else ""
         lines.append(
-            f"**Step {info['step']} / {total}** · epoch {info['epoch']} · ETA {_duration(info['eta_s'])} · "
+            f"**Step {info['step']} / {total}** · epoch {info['epoch']}{eta} · "
             f"loss {loss}"
             + (f" · eval loss {info['eval_loss']:.4f}" if info["eval_loss"] is not None else "")
             + (f" · {info['samples_per_sec']:.2f} samples/s" if info["samples_per_sec"] else "")
@@ -100,6 +103,11 @@ def status_markdown(state: Any, info: dict[str, Any]) -> str:
         lines.append(f"Elapsed {_duration(end - state.started_at)}")
     if state.run_dir:
         lines.append(f"Run folder: {shown(state.run_dir)}")
+    if nan_steps:
+        listed = ", ".join(map(str, nan_steps[:8])) + (", ..." if len(nan_steps) > 8 else "")
+        lines.append(
+            f"⚠ {len(nan_steps)} step(s) had a NaN/inf loss (step {listed}): not drawn, marked × on the loss plot."
+        )
     if info.get("clips_failed"):
         lines.append(f"⚠ {info['clips_failed']} clip(s) could not be loaded and were skipped (the log names them).")
     return "\n\n".join(lines)
@@ -191,7 +199,41 @@ def memory_frame(history: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 
 # Distinct on a light and a dark background; a series keeps its colour while the set of series is the same.
-PLOT_PALETTE = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777")
+PLOT_PALETTE = line_plot.PALETTE
+NAN_LOSS = "NaN/inf loss (not plotted)"
+
+
+def nan_loss_steps(records: Iterable[dict[str, Any]]) -> list[int]:
+    """The steps whose training loss was not finite (recorded as None): marked on the plot, counted in the status."""
+    return [r["step"] for r in records if r.get("type") == TrainRecord.TYPE and r.get("loss") is None and r.get("step")]
+
+
+def _series(frame: pd.DataFrame, x: str, y: str, scale: float = 1.0) -> list[line_plot.Series]:
+    colors = series_colors(frame)
+    return [
+        line_plot.Series(name, list(zip(rows[x], rows[y] * scale, strict=True)), colors[name])
+        for name, rows in ((name, frame[frame["series"] == name]) for name in colors)
+    ]
+
+
+def loss_plot(records: Iterable[dict[str, Any]]) -> str:
+    """The loss plot (train and eval, by step) as SVG; a step whose loss was NaN/inf is marked on the x axis."""
+    records = list(records)
+    gaps = nan_loss_steps(records)
+    axes = line_plot.Axes("step", "loss", x_whole=True, gap_label=f"{NAN_LOSS}: {len(gaps)}", empty="No steps yet.")
+    return line_plot.render(_series(loss_frame(records), "step", "loss"), axes, gaps=gaps)
+
+
+def memory_plot(history: Iterable[dict[str, Any]]) -> str:
+    """Memory over time as SVG, in GB (the panel's unit), over seconds or, past ten minutes, minutes."""
+    frame = memory_frame(history)
+    minutes = len(frame) and frame["seconds"].max() > 600
+    if minutes:
+        frame = frame.assign(seconds=frame["seconds"] / 60)
+    axes = line_plot.Axes(
+        "minutes" if minutes else "seconds", "memory (GB)", empty="No run yet: memory is sampled every second."
+    )
+    return line_plot.render(_series(frame, "seconds", "MB", 1 / 1024), axes)
 
 
 def series_colors(frame: pd.DataFrame) -> dict[str, str]:

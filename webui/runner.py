@@ -16,6 +16,7 @@ always did: nobody could watch or stop it otherwise; the restarted app shows it 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import re
@@ -239,6 +240,19 @@ class TrainingRunner:
                 if not running:
                     self._after_exit()
             return self.state
+
+    def snapshot(self) -> RunState:
+        """A copy of the state just polled, for a page to read while other pages poll: what it shows (status,
+        buttons, plots) then tells of one moment."""
+        with self._lock:
+            state = self.poll()
+            return dataclasses.replace(
+                state,
+                arguments=dict(state.arguments),
+                result=dict(state.result),
+                memory=dict(state.memory),
+                memory_history=collections.deque(state.memory_history, maxlen=MEMORY_HISTORY),
+            )
 
     def _worker_running(self) -> bool:
         if self._process is not None:

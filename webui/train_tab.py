@@ -19,12 +19,11 @@ from utils.quality.asr import clear_transcriber_cache, scoring_note
 from utils.training.batching import optimizer_steps_per_epoch, steps_per_epoch
 from utils.training.records import QualityRecord
 from utils.training.run_record import load_run
-from webui import fit_gpu_view, form, quality_view, run_view, voice_view
+from webui import base_model_view, fit_gpu_view, form, live_view, quality_view, run_view, voice_view
 from webui.context import GPU_QUEUE, UIContext
 from webui.form_spec import ADVANCED, DATA, GROUPS, MODEL, QUALITY, SCHEDULE, SPEED
 from webui.shown import page_error, shown
 
-REFRESH_SECONDS = 1.5
 SCROLL_LOG_TO_END = (
     "() => { const e = document.querySelector('#training-log textarea'); if (e) e.scrollTop = e.scrollHeight; }"
 )
@@ -165,48 +164,6 @@ def memory_stats(ctx: UIContext) -> dict[str, Any]:
     }
 
 
-def refresh(ctx: UIContext) -> tuple[Any, ...]:
-    state = ctx.runner.poll()
-    records = ctx.runner.metrics()
-    info = run_view.progress(records)
-    training_memory = dict(state.memory) if state.active and state.memory else None
-    return (
-        run_view.status_markdown(state, info),
-        run_view.progress_html(info, state.status),
-        run_view.loss_frame(records),
-        run_view.memory_markdown(training_memory, get_memory_stats()),
-        run_view.memory_frame(state.memory_history),
-        ctx.runner.log_tail(40) + (f"\n\n{state.traceback}" if state.traceback else ""),
-        run_view.code_snippet(state.arguments) if state.arguments else "",
-        gr.update(interactive=not state.active),
-        gr.update(interactive=state.active and state.status.value != "stopping"),
-        gr.skip() if state.active else "",  # "Training started." / "Stopping..." end with the run
-    )
-
-
-def plot_colors(ctx: UIContext) -> tuple[Any, Any]:
-    """The colour of each series now in the loss and memory plots (see run_view.series_colors)."""
-    state = ctx.runner.poll()
-    return (
-        gr.update(color_map=run_view.series_colors(run_view.loss_frame(ctx.runner.metrics()))),
-        gr.update(color_map=run_view.series_colors(run_view.memory_frame(state.memory_history))),
-    )
-
-
-def after_refresh(ctx: UIContext, event: Any, plots: list[Any]) -> Any:
-    """Chain the plots' colours after an event that refreshed them. Gradio's LinePlot fixes its series (colour
-    domain and legend) when it builds its chart, and rebuilds only when an option such as color_map changes,
-    not when the data does: a plot that first got an empty frame drew every later line without a colour. A
-    second event, after the data has landed, hands over the series and so rebuilds the chart when they changed."""
-    return event.then(
-        lambda: plot_colors(ctx),
-        None,
-        plots,
-        api_visibility="undocumented",
-        show_progress="hidden",
-    )
-
-
 def _players(clips: list[tuple[str, Any]], count: int) -> list[Any]:
     players = [gr.update(value=audio, label=label, visible=True) for label, audio in clips]
     return players + [gr.update(value=None, visible=False)] * (count - len(clips))
@@ -229,7 +186,7 @@ def quality_refresh(ctx: UIContext, seen: str) -> tuple[Any, ...]:
         quality_view.quality_frame(records),
         best,
         voice,
-        voice_view.quality_plot_frame(records),
+        voice_view.quality_plot(records),
         *_players(clips, QUALITY_PLAYERS),
         *_players(probes, voice_view.PROBE_PLAYERS),
         signature,
@@ -259,11 +216,13 @@ def form_for_run(ctx: UIContext, run: str) -> list[Any]:
 def form_on_load(ctx: UIContext) -> list[Any]:
     """On page load: the values of the run this app started (running or ended), so the form, the effective-batch
     line, the status and the copy-as-code all tell of the same run; else the form as it is. The last output is
-    the effective-batch line."""
+    the effective-batch line. A resume is never carried over: Start after a reload starts a new run with these
+    settings (a resume is chosen again, in Advanced)."""
     state = ctx.runner.poll()
     if not state.arguments:
         return [gr.update() for _ in form.form_ids()] + [gr.update()]
     known = {k: v for k, v in state.arguments.items() if k in TrainArguments.__dataclass_fields__}
+    known["resume_from"] = ""
     values = form.form_values(known)
     batch = batch_markdown(
         None,
@@ -276,22 +235,6 @@ def form_on_load(ctx: UIContext) -> list[Any]:
     return [values[cid] for cid in form.form_ids()] + [batch]
 
 
-def check_base_model(version: str) -> None:
-    """Before anything is spawned: a base model whose files are missing and cannot be fetched now is a page error
-    in a second, not a run that fails after loading everything else."""
-    from utils.model.base_models import TINY, MissingBaseModelFiles, ensure_base_model, hub_unreachable
-
-    if version == TINY:
-        return
-    try:
-        ensure_base_model(version, download=False)
-    except MissingBaseModelFiles as exc:
-        why = hub_unreachable()
-        if why:
-            text = " ".join(line.strip() for line in str(exc).splitlines())
-            raise page_error(f"{text} (It cannot be downloaded now: {why}.)") from exc
-
-
 def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
     """Start a training run in a child process from form values (keys: component ids)."""
     try:
@@ -302,11 +245,12 @@ def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
     if ctx.runner.is_active():
         raise gr.Error("A training run is already active; stop it or wait for it to end.")
     if not (arguments.custom_model or arguments.resume_from):
-        check_base_model(arguments.version)
+        base_model_view.check_base_model(arguments.version)
     unload_voice()  # the Test tab's model and a loaded Whisper would hold GPU memory the run needs
     clear_transcriber_cache()
     roots = [str(root) for root in ctx.roots.audio_roots(arguments.train_csv, arguments.eval_csv)]
-    started, message = ctx.runner.start({**arguments.to_dict(), "audio_roots": roots})
+    with ctx.gpu_work:  # a transcription on the GPU ends first; CPU work (checks, Prepare) goes on beside the run
+        started, message = ctx.runner.start({**arguments.to_dict(), "audio_roots": roots})
     if not started:
         raise page_error(message)
     return message
@@ -333,12 +277,14 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
     f = ctx.form_component
     gr.Markdown(f"**Detected:** {detect_gpu().summary()}")
     _render_form(ctx)
+    panel = base_model_view.missing_weights_markdown(f("version").value)
     ui = {
+        "base_model_panel": gr.Markdown(panel, visible=bool(panel), elem_id="base-model-panel"),
         "batch_info": gr.Markdown(
             batch_markdown(
                 None, f("batch_size").value, f("grad_acumm").value, f("num_epochs").value, f("devices").value
             )
-        )
+        ),
     }
     with gr.Row():
         _render_group(ctx, SPEED)
@@ -366,14 +312,17 @@ def _settings_section(ctx: UIContext) -> dict[str, Any]:
 def _progress_section() -> dict[str, Any]:
     """Status, progress bar, the loss and memory plots side by side, the scores, and (folded) the log and the
     run's code."""
-    ui = {"status": gr.Markdown("### ⚪ Idle"), "bar": gr.HTML(run_view.progress_html(run_view.progress([]), "idle"))}
+    ui = {
+        "status": gr.Markdown("### ⚪ Idle", elem_id="run-status"),
+        "bar": gr.HTML(run_view.progress_html(run_view.progress([]), "idle")),
+    }
+    # Drawn here as SVG (webui.line_plot): Gradio's LinePlot left series it had not seen at its first draw uncoloured.
     with gr.Row(equal_height=True):
-        ui["loss_plot"] = gr.LinePlot(
-            x="step", y="loss", color="series", label="Loss (train and eval)", elem_id="loss-plot"
-        )
-        ui["memory_plot"] = gr.LinePlot(
-            x="seconds", y="MB", color="series", label="Memory over time", elem_id="memory-plot"
-        )
+        for key, label, svg in (
+            ("loss_plot", "Loss (train and eval)", run_view.loss_plot([])),
+            ("memory_plot", "Memory over time", run_view.memory_plot([])),
+        ):
+            ui[key] = gr.HTML(svg, label=label, show_label=True, container=True, elem_id=key.replace("_", "-"))
     ui["memory"] = gr.Markdown(elem_id="memory-panel")
     ui["quality_table"] = gr.Dataframe(
         headers=quality_view.QUALITY_COLUMNS,
@@ -386,12 +335,11 @@ def _progress_section() -> dict[str, Any]:
     )
     ui["best_info"] = gr.Markdown(elem_id="quality-best")
     ui["voice_info"] = gr.Markdown(elem_id="quality-voice")
-    ui["quality_plot"] = gr.LinePlot(
-        x="step",
-        y="score",
-        color="series",
-        color_map=voice_view.QUALITY_PLOT_COLORS,
+    ui["quality_plot"] = gr.HTML(
+        voice_view.quality_plot([]),
         label="Measured quality over steps (step 0: the base model)",
+        show_label=True,
+        container=True,
         elem_id="quality-plot",
     )
     with gr.Row():
@@ -409,7 +357,9 @@ def _progress_section() -> dict[str, Any]:
         )
     with gr.Accordion("Copy as code: the train_gpt call of this run", open=False, elem_id="code-accordion"):
         ui["code"] = gr.Code(show_label=False, language="python", interactive=False)
-    ui["timer"] = gr.Timer(REFRESH_SECONDS)
+    ui["timer"] = gr.Timer(live_view.FIRST_S)  # its first tick shows the run; then live_view sets its pace
+    ui["live_seen"] = gr.State({})
+    ui["pulse"] = gr.State("")  # live_view.pulse: the refreshes follow its changes
     # Inside the tab: a component left directly in gr.Tabs takes a tab's slot, and the tab bar then shows
     # one tab twice and loses another.
     ui["quality_seen"] = gr.State("")
@@ -443,6 +393,7 @@ def create_train_tab(ctx: UIContext) -> dict[str, Any]:
         "status",
         "start_message",
         "timer",
+        "pulse",
         "loss_plot",
         "memory_plot",
         "batch_info",
@@ -458,19 +409,23 @@ def _form_handler(handler: Any) -> Any:
 def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
     f = ctx.form_component
     components = [f(cid) for cid in form.form_ids()]
-    started = (
-        ui["start"]
-        .click(
-            _form_handler(lambda values: start_run(ctx, values)),
-            components,
-            ui["start_message"],
-            api_name="start_training",
-            concurrency_limit=1,
-            concurrency_id=GPU_QUEUE,
-        )
-        .then(lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented")
+    started = ui["start"].click(
+        _form_handler(lambda values: start_run(ctx, values)),
+        components,
+        ui["start_message"],
+        api_name="start_training",
+        concurrency_limit=1,
+        concurrency_id=GPU_QUEUE,
     )
-    after_refresh(ctx, started, [ui["loss_plot"], ui["memory_plot"]])
+    # The timer (the one writer of the live view) ticks at the run's pace from now; the resume chosen for this
+    # start is not kept for the next one (a finished resume has nothing left to train).
+    started.success(
+        lambda: (gr.update(value=live_view.ACTIVE_S), ""),
+        None,
+        [ui["timer"], f("resume_from")],
+        api_visibility="undocumented",
+        show_progress="hidden",
+    )
     ui["stop"].click(lambda: ctx.runner.stop(), None, ui["start_message"], api_name="stop_training")
 
     # The planner traces in its own process (utils.memory_plan.child): it patches nothing here and uses no GPU,
@@ -506,19 +461,20 @@ def _wire_controls(ctx: UIContext, ui: dict[str, Any]) -> None:
     f("resume_from").input(
         lambda run: form_for_run(ctx, run), f("resume_from"), components, api_visibility="undocumented"
     )
+    base_model_view.wire_plan_freshness(ctx, ui)
 
 
 def _wire_updates(ctx: UIContext, ui: dict[str, Any]) -> None:
-    ticked = ui["timer"].tick(
-        lambda: refresh(ctx), None, ui["refresh_outputs"], api_visibility="undocumented", show_progress="hidden"
-    )
-    after_refresh(ctx, ticked, [ui["loss_plot"], ui["memory_plot"]])
+    seen, pulse = ui["live_seen"], ui["pulse"]
+    hidden = {"api_visibility": "undocumented", "show_progress": "hidden"}
+    ui["timer"].tick(lambda: live_view.pulse(ctx), None, pulse, **hidden)
+    pulse.change(lambda last: live_view.refresh(ctx, last), seen, [*ui["refresh_outputs"], ui["timer"], seen], **hidden)
     # A replaced value keeps the textarea's scroll position; the newest lines are the ones to see.
     ui["log"].change(None, None, None, js=SCROLL_LOG_TO_END, api_visibility="undocumented")
     # Unfolded, the log opens on its newest lines too (while folded it has no height to scroll).
     ui["log_accordion"].expand(None, None, None, js=SCROLL_LOG_TO_END_SOON, api_visibility="undocumented")
     quality_seen = ui["quality_seen"]
-    ui["timer"].tick(
+    pulse.change(
         lambda seen: quality_refresh(ctx, seen),
         quality_seen,
         [

@@ -13,6 +13,7 @@ import pandas as pd
 from utils.model.ready import inference_settings, read_finetune_info
 from utils.training.records import QualityRecord, records_of
 from utils.training.run_record import load_run
+from webui import line_plot
 from webui.quality_view import read_eval_clip
 from webui.run_view import PLOT_PALETTE, _frame
 from webui.shown import shown
@@ -24,7 +25,7 @@ QUALITY_SERIES = {
     "naturalness": "naturalness (MOS ÷ 5)",
     "babble_rate": "babble rate",
 }
-# Known in advance: the plot gets its colours when it is built, so a first empty frame cannot leave it colourless.
+# Fixed per score, so a score keeps its colour whichever of them an evaluation could measure.
 QUALITY_PLOT_COLORS = {label: PLOT_PALETTE[i] for i, label in enumerate(QUALITY_SERIES.values())}
 PROBE_PLAYERS = 4  # one per probe kind (utils.quality.probes.PROBE_KINDS)
 
@@ -41,6 +42,19 @@ def quality_plot_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
             value = min(value, 1.0) if key == "cer" else value / 5.0 if key == "naturalness" else value
             rows.append({"step": int(record.step), "score": round(float(value), 4), "series": label})
     return _frame(rows, {"step": "int64", "score": "float64", "series": "object"})
+
+
+def quality_plot(records: Iterable[dict[str, Any]]) -> str:
+    """The quality plot as SVG (webui.line_plot): each score over steps in its fixed colour, a lone evaluation as
+    a dot."""
+    frame = quality_plot_frame(records)
+    series = [
+        line_plot.Series(label, list(zip(rows["step"], rows["score"], strict=True)), QUALITY_PLOT_COLORS[label])
+        for label, rows in ((label, frame[frame["series"] == label]) for label in QUALITY_PLOT_COLORS)
+        if len(rows)
+    ]
+    axes = line_plot.Axes("step", "score (0-1)", x_whole=True, empty="No scored evaluation yet.")
+    return line_plot.render(series, axes)
 
 
 def _not_stopped(probes: list[dict[str, Any]]) -> tuple[int, int]:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.helpers import SAMPLE_RATE, digests, synth_speech, write_clip
+from tests.helpers import SAMPLE_RATE, digests, run_watched, synth_speech, write_clip
 from utils.audio.io import load_audio
 from utils.data.validation import validate_dataset
 
@@ -223,12 +223,8 @@ def test_under_a_memory_limit_validation_finishes_and_decoding_fails_cleanly(tmp
     dataset(tmp_path, {})
     (tmp_path / "small.csv").write_text((tmp_path / "m.csv").read_text())
     (tmp_path / "big.csv").write_text(f"{HEADER}\nwavs/long.wav|two minutes|a\nwavs/good0.wav|good|a\n")
-    result = subprocess.run(
-        [sys.executable, "-c", _UNDER_A_MEMORY_LIMIT, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).resolve().parents[2],
-        timeout=300,
+    result = run_watched(
+        [sys.executable, "-c", _UNDER_A_MEMORY_LIMIT, str(tmp_path)], text=True, cwd=Path(__file__).resolve().parents[2]
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines() == [

@@ -61,9 +61,10 @@ def test_two_rows_with_the_same_audio_in_one_csv_are_added_once(tmp_path):
         handle.write("wavs/copy.wav|the same clip again|speaker_a\n")
     result = prepare(source, tmp_path / "out")
     assert result.added_train + result.added_eval == 4 and result.skipped_existing == 1
-    assert result.notes == [
+    assert (
         "1 row(s) have the same audio as an earlier row and were added once: line 6 (wavs/copy.wav) = line 3."
-    ]
+        in result.notes
+    )
 
 
 def test_float_audio_over_full_scale_is_scaled_not_clipped(tmp_path):
@@ -74,7 +75,7 @@ def test_float_audio_over_full_scale_is_scaled_not_clipped(tmp_path):
     sf.write(str(source / "wavs" / "hot.wav"), hot, SAMPLE_RATE, subtype="FLOAT")
     sf.write(str(source / "wavs" / "calm.wav"), synth_speech(2.0, 5), SAMPLE_RATE, subtype="PCM_16")
     (source / "m.csv").write_text("audio_file|text|speaker_name\nwavs/hot.wav|loud|a\nwavs/calm.wav|calm|a\n")
-    result = prepare(source / "m.csv", tmp_path / "out")
+    result = prepare(source / "m.csv", tmp_path / "out", even_loudness=False)  # levels kept: only what is over
     rows = [row for split in prepared_rows(tmp_path / "out") for row in split]
     written, rate = sf.read(str(tmp_path / "out" / next(r for r in rows if "hot_" in r).split("|")[0]))
     assert rate == SAMPLE_RATE and len(written) == len(hot)
@@ -83,7 +84,8 @@ def test_float_audio_over_full_scale_is_scaled_not_clipped(tmp_path):
     assert np.corrcoef(written, hot)[0, 1] > 0.9999, "the waveform is the source's, scaled"
     assert result.notes == [
         "1 clip(s) went over full scale (float audio) and were scaled down to a 0.99 peak, not "
-        "clipped: line 2 (wavs/hot.wav, peak 8.00)."
+        "clipped: line 2 (wavs/hot.wav, peak 8.00).",
+        "Levels kept as recorded (even_loudness off).",
     ]
     assert "scaled down to a 0.99 peak" in result.summary()
 

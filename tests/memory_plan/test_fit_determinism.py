@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_watched
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,9 +33,7 @@ def mid_dir(tmp_path_factory, tiny_base):
 
 
 def fresh_fit(models_dir: Path) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(models_dir)], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    done = run_watched([sys.executable, "-c", SCRIPT, str(models_dir)], cwd=ROOT, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return next(line for line in done.stdout.splitlines() if line.startswith("FIT ")).split()[1:]
 

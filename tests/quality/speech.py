@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+
+from tests.helpers import run_watched
 
 # Sentences the tiny.en model transcribes from espeak-ng at 130 words per minute with a CER under 0.12.
 SENTENCES = [
@@ -22,7 +23,5 @@ VOICE_B = "en-us+f3"
 def speak(text: str, path: Path, voice: str, speed: int = 130) -> Path:
     """espeak-ng speech (22.05 kHz mono 16-bit wav) of ``text`` in ``voice`` at ``speed`` words per minute."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(path), text], check=True, capture_output=True, timeout=60
-    )
+    run_watched(["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(path), text], check=True)
     return path

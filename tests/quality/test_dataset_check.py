@@ -4,6 +4,7 @@ exclude rows and correct transcripts in the prepared copy, never in their own fi
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -117,3 +118,39 @@ def test_bad_edits_are_refused_before_anything_is_written(voice_dataset, tmp_pat
             prepare_dataset(voice_dataset, out, language="en", **options)
         assert not (out / TRAIN_FILE).exists()
     shutil.rmtree(out, ignore_errors=True)
+
+
+def test_naturalness_ranks_a_clip_that_sounds_wrong_and_a_threshold_marks_clips_to_exclude(
+    tmp_path, espeak_clips, monkeypatch
+):
+    """Ten rows of real speech, one of them white noise: its naturalness (DistillMOS) is far below the rest, the
+    summary suggests a threshold, and that threshold marks it to be excluded. The clips are decoded and scored by
+    two worker processes."""
+    from utils.data import pool
+
+    folder = tmp_path / "voice"
+    (folder / "wavs").mkdir(parents=True)
+    lines = ["audio_file|text|speaker_name"]
+    clips = sorted(espeak_clips.items())[:10]
+    for i, ((_, sentence), path) in enumerate(clips):
+        wav, rate = sf.read(str(path), dtype="float32")
+        if i == 6:
+            wav = np.random.default_rng(3).normal(0, 0.1, len(wav)).astype(np.float32)
+        sf.write(str(folder / "wavs" / f"s{i}.wav"), wav, rate)
+        lines.append(f"wavs/s{i}.wav|{SENTENCES[sentence]}|speaker")
+    (folder / "metadata.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.setattr(pool, "INLINE_BELOW", 0)  # ten clips would be checked in this process
+
+    check = check_dataset(folder / "metadata.csv", language="en", workers=2)
+    assert len(check.work.pids) == 2 and os.getpid() not in check.work.pids
+    noise = next(row for row in check.flagged if row.audio_file == "wavs/s6.wav")
+    assert any("far below the dataset's median" in p for p in noise.problems), noise.problems
+    assert noise.naturalness < check.naturalness_median - 0.8 and not noise.suggest_exclude
+    assert check.suggestion.startswith("1 clip(s) score far below the rest on naturalness")
+    threshold = float(check.suggestion.split("threshold to ")[1].split()[0])
+    assert noise.naturalness < threshold < check.naturalness_median
+    assert "Naturalness (predicted MOS, 1-5): median" in check.summary() and check.suggestion in check.summary()
+
+    marked = check_dataset(folder / "metadata.csv", language="en", min_naturalness=threshold, workers=2)
+    excluded = [row.audio_file for row in marked.flagged if row.suggest_exclude]
+    assert excluded == ["wavs/s6.wav"], [(r.audio_file, r.naturalness) for r in marked.flagged]

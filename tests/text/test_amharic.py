@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import run_watched
 from utils.text import amharic
 from utils.text import amharic_g2p as amharic_g2p_module
 from utils.text.amharic import (
@@ -476,5 +476,5 @@ def test_module_import_is_light():
         "assert not heavy, heavy\n"
         "assert mod.amharic_g2p('ሰላም') == 'səlam'\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    result = run_watched([sys.executable, "-c", code], text=True)
     assert result.returncode == 0, result.stderr

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from tests.helpers import STALL_S, wait_until
 from utils.training.async_save import BackgroundWriter
 from utils.training.checkpoints import CheckpointWriter, DiskFull, checkpoints
 
@@ -39,7 +40,7 @@ def test_the_saved_checkpoint_holds_the_weights_of_its_step_written_off_the_trai
 
     def slow_disk(obj, handle, *args, **kwargs):
         writers.append(threading.current_thread().name)
-        release.wait(10)  # the disk is slow: the training thread must not be waiting here
+        release.wait(STALL_S)  # the disk is slow (until released): the training thread must not be waiting here
         return real_save(obj, handle, *args, **kwargs)
 
     monkeypatch.setattr(torch, "save", slow_disk)
@@ -101,7 +102,7 @@ def test_one_write_in_flight_at_most():
     def write(name: str) -> Path:
         running.append(name)
         assert len(running) - len(done) == 1, "two writes at once"
-        gate.wait(10)
+        gate.wait(STALL_S)
         return Path(name)
 
     writer.submit(lambda: write("a"), done.append)
@@ -110,6 +111,6 @@ def test_one_write_in_flight_at_most():
     second.join(0.3)
     assert second.is_alive() and running == ["a"], "the second save waits for the first"
     gate.set()
-    second.join(10)
+    wait_until(lambda: not second.is_alive(), "the second write")
     writer.wait()
     assert done == [Path("a"), Path("b")]

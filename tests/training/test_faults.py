@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import tensorboard_scalars, write_dataset
+from tests.helpers import cpu_seconds, file_growth, folder_growth, tensorboard_scalars, wait_until, write_dataset
 from utils.data.validation import validate_dataset
 from utils.files import read_jsonl, save_torch_atomic
 from utils.gpt_train import train_gpt
@@ -73,19 +73,34 @@ def cli_train(csv_path: Path, output: Path, *extra: str) -> subprocess.Popen:
         *extra,
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Its output goes to a file beside the output folder: a pipe nobody reads would block it, and the file's
+    # growth tells a wait that it works.
+    log = output.parent / f"cli-{time.monotonic_ns()}.log"
+    with open(log, "w") as handle:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT, text=True)
+    process.log = log  # type: ignore[attr-defined]
+    return process
 
 
-def wait_for_steps(output: Path, count: int, process: subprocess.Popen, timeout: float = 180) -> Path:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+def cli_output(process: subprocess.Popen) -> str:
+    return process.log.read_text(errors="replace")  # type: ignore[attr-defined]
+
+
+def cli_progress(output: Path, *processes: subprocess.Popen) -> tuple:
+    """Signs that CLI runs work: their run folders, their output, their CPU time (see tests.helpers.wait_until)."""
+    return (folder_growth(output), *(file_growth(p.log) for p in processes), *(cpu_seconds(p) for p in processes))
+
+
+def wait_for_steps(output: Path, count: int, process: subprocess.Popen) -> Path:
+    def reached() -> Path | None:
         for run_dir in list_runs(output):
             if len(steps(run_dir)) >= count:
                 return run_dir
         if process.poll() is not None:
-            raise AssertionError(f"the run ended early:\n{process.stdout.read()[-3000:]}")
-        time.sleep(0.3)
-    raise AssertionError(f"no run reached {count} steps in {timeout}s")
+            raise AssertionError(f"the run ended early:\n{cli_output(process)[-3000:]}")
+        return None
+
+    return wait_until(reached, f"a run to reach {count} steps", progress=cli_progress(output, process))
 
 
 def test_a_checkpoint_that_landed_after_the_last_record_is_what_the_dead_run_names(tmp_path):
@@ -122,7 +137,7 @@ def test_kill_9_of_the_training_process_is_recorded_and_the_run_resumes(tmp_path
     try:
         run_dir = wait_for_steps(tmp_path / "out", 5, process)
         process.send_signal(signal.SIGKILL)
-        process.wait(30)
+        process.wait()
     finally:
         process.kill()
     record = read_run(run_dir)  # the reader finds the process gone and says so, on disk too
@@ -146,7 +161,12 @@ def test_two_runs_started_at_once_on_one_output_folder_never_share_a_folder(tmp_
     csv_path = write_dataset(tmp_path / "data", n=8)
     first = cli_train(csv_path, tmp_path / "out", "--num-epochs", "2", "--run-name", "same")
     second = cli_train(csv_path, tmp_path / "out", "--num-epochs", "2", "--run-name", "same")
-    outputs = [p.communicate(timeout=300)[0] for p in (first, second)]
+    wait_until(
+        lambda: first.poll() is not None and second.poll() is not None,
+        "both runs to end",
+        progress=cli_progress(tmp_path / "out", first, second),
+    )
+    outputs = [cli_output(p) for p in (first, second)]
     assert first.returncode == 0 and second.returncode == 0, "\n".join(o[-2000:] for o in outputs)
     runs = list_runs(tmp_path / "out")
     assert len(runs) == 2 and len({r.name for r in runs}) == 2

@@ -4,13 +4,12 @@ before any folder or model exists, and the user's files are byte-identical after
 from __future__ import annotations
 
 import math
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import digests, write_dataset
+from tests.helpers import digests, run_watched, write_dataset
 from utils.gpt_train import train_gpt
 from utils.options.arguments import TrainArguments
 
@@ -129,9 +128,7 @@ def test_the_cli_prints_one_error_line_not_a_traceback(tmp_path, dataset_csv, ar
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     argv = [str(dataset_csv) if a == "CSV" else str(empty) if a == "EMPTY" else a for a in argv]
-    result = subprocess.run(
-        [sys.executable, "-m", "utils.cli", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    result = run_watched([sys.executable, "-m", "utils.cli", *argv], cwd=ROOT, text=True)
     assert result.returncode == 2 and result.stderr.startswith("error:") and message in result.stderr
     assert "Traceback" not in result.stderr
 

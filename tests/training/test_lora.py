@@ -4,14 +4,13 @@ trains, resumes and exports `adapter/` and a merged `ready/` that coqui loads, f
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.helpers import write_dataset
+from tests.helpers import run_watched, write_dataset
 from tests.training.model_helpers import build_model, synthetic_batch, without_dropout
 from utils.files import read_jsonl
 from utils.gpt_train import train_gpt
@@ -183,7 +182,7 @@ def test_lora_run_from_the_cli(tmp_path, tiny_base):
     command = [sys.executable, "-m", "utils.cli", "train", "--version", "tiny", "--train-csv", str(csv_path)]
     command += ["--output-path", str(tmp_path / "out"), "--num-epochs", "1", "--batch-size", "2", "--lora-rank", "2"]
     command += ["--no-enable-mixed-precision", "--quality-eval", "0", "--num-workers", "0"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = run_watched(command, cwd=ROOT, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = (tmp_path / "out").iterdir()
     assert json.loads((run_dir / "run.json").read_text())["arguments"]["lora_rank"] == 2

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.helpers import write_dataset
+from tests.helpers import children_working, file_growth, run_watched, wait_until, write_dataset
 from utils.files import read_json, read_jsonl
 from utils.options.arguments import TrainArguments
 from utils.training.run_record import create_run_dir, read_run
@@ -45,13 +44,16 @@ def test_the_worker_runs_the_folders_spec_and_stops_at_its_stop_file(tmp_path, t
         [sys.executable, "-m", "utils.training.worker", str(run_dir)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
     )
     try:
-        deadline = time.time() + 240
-        while sum(r.get("type") == "train" for r in read_jsonl(run_dir / "metrics.jsonl")) < 2:
+        working = (*children_working(tmp_path / "out"), file_growth(tmp_path / "worker.log"))
+
+        def two_steps() -> bool:
             assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
-            assert time.time() < deadline, "the worker did not reach 2 steps"
-            time.sleep(0.3)
+            return sum(r.get("type") == "train" for r in read_jsonl(run_dir / "metrics.jsonl")) >= 2
+
+        wait_until(two_steps, "two steps of the worker", progress=working)
         request_stop(run_dir)
-        assert worker.wait(120) == 0, (tmp_path / "worker.log").read_text()[-3000:]
+        wait_until(lambda: worker.poll() is not None, "the worker to stop", progress=working)
+        assert worker.returncode == 0, (tmp_path / "worker.log").read_text()[-3000:]
     finally:
         if worker.poll() is None:
             worker.kill()
@@ -82,9 +84,7 @@ def test_the_worker_records_a_refused_spec_and_exits_2(tmp_path):
     (run_dir / "spec.json").write_text(
         json.dumps({"version": 1, "arguments": {"train_csv": str(tmp_path / "gone.csv")}, "run_dir": str(run_dir)})
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "utils.training.worker", str(run_dir)], cwd=ROOT, capture_output=True, timeout=120
-    )
+    done = run_watched([sys.executable, "-m", "utils.training.worker", str(run_dir)], cwd=ROOT)
     assert done.returncode == 2
     result = read_json(run_dir / "result.json")
     assert result["type"] == "error" and "train_csv not found" in result["error"]

@@ -7,10 +7,11 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+from tests.helpers import STALL_S, cpu_seconds, file_growth, folder_growth, unwatch, wait_until, watch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,21 +46,33 @@ class AppServer:
             stderr=subprocess.STDOUT,
             env=env,
         )
+        # Every wait of a test goes on while this app works: its log and output folder grow (a run's steps and
+        # log), or it and its children (a training worker) use CPU time. An open page's timer costs far less
+        # than 5 s of CPU within a wait's stall time, so an idle app does not count.
+        self.signals = [
+            watch(signal)
+            for signal in (
+                file_growth(log_path),
+                folder_growth(Path(output_dir)),
+                cpu_seconds(self.process, quantum=5.0),
+            )
+        ]
 
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
+    def wait_ready(self, stall: float = STALL_S) -> None:
+        def ready() -> bool:
             if self.process.poll() is not None:
                 raise RuntimeError(f"app exited early:\n{self.log_path.read_text()[-3000:]}")
             try:
-                with urllib.request.urlopen(self.url, timeout=2) as response:
-                    if response.status == 200:
-                        return
+                with urllib.request.urlopen(self.url, timeout=10) as response:
+                    return response.status == 200
             except OSError:
-                time.sleep(0.5)
-        raise TimeoutError(f"app did not start:\n{self.log_path.read_text()[-3000:]}")
+                return False
+
+        wait_until(ready, "the app to serve its page", stall=stall, describe=lambda: self.log_text()[-3000:])
 
     def close(self) -> None:
+        for signal in self.signals:
+            unwatch(signal)
         self.process.terminate()
         try:
             self.process.wait(60)

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import wait_until
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 TAB_NAMES = ("Dataset", "Fine-tune", "Test", "Export")
@@ -40,28 +42,42 @@ def start_chromium(profile: Path, width: int = 1400, height: int = 2200) -> Any:
     ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
+    # The browser's own CPU time is no sign of progress: any open Gradio page keeps its renderer busy (see
+    # docs/benchmarks.md). Its waits follow the app (tests.webui.app_server).
+    driver.set_page_load_timeout(300)
     return driver
 
 
-def wait_text(driver, text: str, timeout: float = 60.0, css: str = "body") -> str:
+def _page_changing() -> tuple[type[BaseException], ...]:
+    """What a live page raises while it re-renders (an element gone or replaced): polled again, not a failure."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    return (NoSuchElementException, StaleElementReferenceException)
+
+
+def wait_text(driver, text: str, stall: float = 60.0, css: str = "body") -> str:
+    """The text of `css` once it shows `text`; waits while the app or the browser works (tests.helpers.wait_until),
+    failing after `stall` seconds in which nothing advanced."""
     from selenium.webdriver.common.by import By
 
-    deadline = time.time() + timeout
-    content = ""
-    while time.time() < deadline:
-        elements = driver.find_elements(By.CSS_SELECTOR, css)
-        content = "\n".join(e.text for e in elements)
-        if text in content:
-            return content
-        time.sleep(0.5)
-    raise AssertionError(f"{text!r} did not appear in {css} within {timeout}s; it shows: {content[-1500:]!r}")
+    seen = {"text": ""}
+
+    def shown() -> str | None:
+        seen["text"] = "\n".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, css))
+        return seen["text"] if text in seen["text"] else None
+
+    return wait_until(
+        shown,
+        f"{text!r} in {css}",
+        stall=stall,
+        ignore=_page_changing(),
+        describe=lambda: f"{css} shows {seen['text'][-1500:]!r}",
+    )
 
 
-def wait_for(driver, condition, timeout: float = 60.0, what: str = "the page") -> Any:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, timeout).until(condition, f"timed out waiting for {what}")
+def wait_for(driver, condition, stall: float = 60.0, what: str = "the page") -> Any:
+    """`condition(driver)` once truthy; waits as long as the app or the browser works (see wait_text)."""
+    return wait_until(lambda: condition(driver), what, stall=stall, ignore=_page_changing())
 
 
 def _retrying(action: Callable[[], Any], attempts: int = 6) -> Any:
@@ -79,7 +95,7 @@ def _retrying(action: Callable[[], Any], attempts: int = 6) -> Any:
     return None
 
 
-def click_button(driver, label: str, timeout: float = 30.0) -> None:
+def click_button(driver, label: str, stall: float = 120.0) -> None:
     """Click the visible button labelled `label`, waiting for it (a just-unfolded accordion renders its content
     late on a loaded machine)."""
     from selenium.webdriver.common.by import By
@@ -94,10 +110,10 @@ def click_button(driver, label: str, timeout: float = 30.0) -> None:
         buttons[0].click()
         return True
 
-    wait_for(driver, lambda d: _retrying(click), timeout, f"a visible button {label!r}")
+    wait_for(driver, lambda d: _retrying(click), stall, f"a visible button {label!r}")
 
 
-def open_accordion(driver, prefix: str, timeout: float = 30.0) -> None:
+def open_accordion(driver, prefix: str, stall: float = 120.0) -> None:
     """Unfold the accordion whose label starts with `prefix` (its header also holds an arrow), and see it open:
     a click that lands before the page's scripts are ready does nothing, so it is clicked again."""
     from selenium.webdriver.common.by import By
@@ -114,7 +130,7 @@ def open_accordion(driver, prefix: str, timeout: float = 30.0) -> None:
         headers[0].click()
         return False
 
-    wait_for(driver, lambda d: _retrying(unfold), timeout, f"the accordion {prefix!r} to open")
+    wait_for(driver, lambda d: _retrying(unfold), stall, f"the accordion {prefix!r} to open")
 
 
 def tab_labels(driver) -> list[str]:
@@ -185,22 +201,22 @@ def colour_pixels(image, color: str, tolerance: int = 40) -> int:
 
 
 def plot_parts(driver, elem_id: str) -> dict[str, Any]:
-    """The rectangles (page CSS pixels) of a LinePlot's plot area and legend, and the legend's labels."""
+    """The rectangles (page CSS pixels) of a live plot's plot area and legend (webui.line_plot's SVG), the legend's
+    labels and the colour each series is drawn in."""
     return driver.execute_script(
         """
         const root = document.getElementById(arguments[0]);
         if (!root) return null;
         const rect = (el) => { if (!el) return null; const r = el.getBoundingClientRect();
             return {x: r.left, y: r.top, width: r.width, height: r.height}; };
-        const legend = root.querySelector('svg .role-legend');
+        const series = [...root.querySelectorAll('svg .plot-series')];
         return {
-            // The grid spans the plot area exactly; the legend lies outside it.
-            plot: rect(root.querySelector('svg .role-axis-grid')),
-            legend: rect(legend),
-            labels: legend ? [...legend.querySelectorAll('.role-legend-label text')].map(t => t.textContent) : [],
-            // The colour each legend entry shows (its symbol's outline): the colour to look for in the plot.
-            colors: legend ? [...legend.querySelectorAll('.role-legend-symbol path')].map(
-                p => getComputedStyle(p).stroke) : [],
+            plot: rect(root.querySelector('svg .plot-area')),
+            legend: rect(root.querySelector('svg .plot-legend')),
+            labels: series.map(g => g.dataset.series),
+            // The colour a person sees each line in (its computed stroke): the colour to look for in the plot.
+            colors: series.map(g => getComputedStyle(g).stroke),
+            gaps: root.querySelectorAll('svg .plot-gap path').length,
         };
         """,
         elem_id,
@@ -220,8 +236,8 @@ def plot_series_pixels(driver, elem_id: str, colors: dict[str, str]) -> dict[str
     found: dict[str, dict[str, int]] = {}
     page_top = driver.execute_script("return arguments[0].getBoundingClientRect().top;", element)
     page_left = driver.execute_script("return arguments[0].getBoundingClientRect().left;", element)
-    # The legend's symbols are thin, half-transparent outlines: their pixels are the colour washed with white.
-    tolerance = {"plot": 40, "legend": 150}
+    # Anti-aliased edges count when close enough to the colour.
+    tolerance = {"plot": 40, "legend": 60}
     for part in ("plot", "legend"):
         area = parts.get(part) if parts else None
         for series, color in colors.items():
@@ -272,3 +288,54 @@ def readable_table(driver, elem_id: str) -> list[str]:
         """,
         elem_id,
     )
+
+
+def type_text(driver, label: str, text: str, tag: str = "textarea", exact: bool = False) -> None:
+    """Replace the text of a labelled field, as typed."""
+    box = field(driver, label, tag, exact)
+    box.clear()
+    box.send_keys(text)
+
+
+def check_dataset(driver, csv_path: Any) -> None:
+    """Dataset tab: type the CSV's path and press Check dataset."""
+    open_tab(driver, "Dataset")
+    type_text(driver, "train CSV path on this machine", str(csv_path))
+    time.sleep(1)  # the typed value reaches the page's state before the click reads it
+    click_button(driver, "Check dataset")
+
+
+def button_enabled(driver, label: str) -> bool | None:
+    """Whether the visible button labelled `label` can be pressed (None: no such button)."""
+    from selenium.webdriver.common.by import By
+
+    buttons = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == label and b.is_displayed()]
+    return buttons[0].is_enabled() if buttons else None
+
+
+def choose(driver, elem_id: str, text: str, stall: float = 60.0) -> str:
+    """Pick the option containing `text` of the dropdown `elem_id`, until the dropdown shows it (a click that
+    lands while the list re-renders picks nothing); returns the option's label."""
+    from selenium.webdriver.common.by import By
+
+    picked = {"label": ""}
+
+    def pick() -> str | None:
+        box = driver.find_element(By.CSS_SELECTOR, f"#{elem_id} input")
+        if picked["label"] and text in box.get_attribute("value"):
+            return picked["label"]
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", box)
+        box.click()
+        options = [o for o in driver.find_elements(By.CSS_SELECTOR, "ul[role=listbox] li") if text in o.text]
+        if options:
+            picked["label"] = options[0].text
+            options[0].click()
+        return None
+
+    return wait_for(driver, lambda d: _retrying(pick), stall, f"the option {text!r} chosen in #{elem_id}")
+
+
+def input_value(driver, elem_id: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, f"#{elem_id} input, #{elem_id} textarea").get_attribute("value")

@@ -5,26 +5,18 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import cpu_seconds, folder_growth, wait_until
 from tests.webui.app_server import AppServer
 from tests.webui.test_client import absolute_path_csv, form, wait_for
+from utils.files import read_json
 from utils.training.run_record import list_runs, read_run
+from utils.training.spec import WORKER_FILE
 
 pytestmark = pytest.mark.slow
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_kill_9_of_the_app_mid_run_then_restart_and_resume(tmp_path, tiny_base):
@@ -42,14 +34,17 @@ def test_kill_9_of_the_app_mid_run_then_restart_and_resume(tmp_path, tiny_base):
     finally:
         first.close()
 
-    run_dir = wait_until(lambda: next(iter(list_runs(output)), None), 10, "the run folder")
+    run_dir = wait_until(lambda: next(iter(list_runs(output)), None), "the run folder", stall=10)
+    # With no app, the orphaned worker alone shows progress: its run folder and its CPU time.
+    worker_pid = lambda: read_json(run_dir / WORKER_FILE)["pid"]
+    progress = (folder_growth(output), cpu_seconds(worker_pid))
 
     # The orphaned training process stops by itself at the next step, saving a checkpoint, and says so.
     def ended():
         record = read_run(run_dir)
         return record if record.get("status") not in (None, "starting", "running") else None
 
-    record = wait_until(ended, 120, "the orphaned run to stop")
+    record = wait_until(ended, "the orphaned run to stop", progress=progress, stall=120)
     assert record["status"] == "stopped", record
     assert Path(record["stop_checkpoint"]).is_file()
 

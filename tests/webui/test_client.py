@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 import zipfile
 from pathlib import Path
 
 import pytest
 import soundfile as sf
 
-from tests.helpers import SENTENCES, write_clip
+from tests.helpers import SENTENCES, wait_until, write_clip
 from tests.webui.app_server import running_app
 from utils.options.arguments import TrainArguments
 from webui.form import form_values
@@ -43,15 +42,15 @@ def form(train_csv: str, epochs: int, **changes) -> dict:
     return {**form_values(arguments), **changes}
 
 
-def wait_for(client, predicate, timeout: float, what: str) -> dict:
-    deadline = time.time() + timeout
-    status: dict = {}
-    while time.time() < deadline:
-        status = client.predict(api_name="/training_status")
-        if predicate(status):
-            return status
-        time.sleep(1.0)
-    raise AssertionError(f"timed out waiting for {what}; last status: {json.dumps(status)[:2000]}")
+def wait_for(client, predicate, stall: float, what: str) -> dict:
+    """The status once `predicate(status)` holds; waits while the app works (see tests.helpers.wait_until)."""
+    seen: dict = {}
+
+    def reached() -> dict | None:
+        seen.update(client.predict(api_name="/training_status"))
+        return dict(seen) if predicate(seen) else None
+
+    return wait_until(reached, what, stall=stall, poll=1.0, describe=lambda: json.dumps(seen)[:2000])
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ route as an attacker would, never reads or serves anything outside; launch refus
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -12,7 +11,7 @@ import zipfile
 
 import pytest
 
-from tests.helpers import digests, write_clip, write_dataset
+from tests.helpers import digests, run_watched, write_clip, write_dataset
 from tests.webui.app_server import ROOT, running_app
 
 pytestmark = pytest.mark.slow
@@ -136,12 +135,10 @@ def test_the_server_hands_out_only_files_it_produced(app):
 )
 def test_launch_refuses_an_open_or_unusable_login(tmp_path, flags, message):
     env = {k: v for k, v in os.environ.items() if k not in ("XTTS_AUTH", "XTTS_INSECURE_OPEN")}
-    result = subprocess.run(
+    result = run_watched(
         [sys.executable, "app.py", "--output-dir", str(tmp_path), *flags],
         cwd=ROOT,
         env=env,
-        capture_output=True,
         text=True,
-        timeout=60,
     )
     assert result.returncode == 2 and message in result.stderr

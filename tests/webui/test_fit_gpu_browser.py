@@ -7,7 +7,16 @@ import time
 import pytest
 
 from tests.webui.app_server import AppServer
-from tests.webui.browser import CHROMEDRIVER, CHROMIUM, click_button, open_tab, start_chromium, wait_text
+from tests.webui.browser import (
+    CHROMEDRIVER,
+    CHROMIUM,
+    click_button,
+    open_tab,
+    start_chromium,
+    tab_labels,
+    wait_for,
+    wait_text,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -37,10 +46,8 @@ def test_fit_my_gpu_fills_the_form_in_one_click(tmp_path, tiny_base, browser):
         server.wait_ready()
         browser.get(server.url)
         wait_text(browser, "XTTS fine-tuning studio")
-        deadline = time.time() + 60  # a loaded machine renders the tabs later than the title
-        while not [t for t in browser.find_elements(By.CSS_SELECTOR, "button[role=tab]") if "Fine-tune" in t.text]:
-            assert time.time() < deadline, "no Fine-tune tab"
-            time.sleep(0.5)
+        # A loaded machine renders the tabs later than the title.
+        wait_for(browser, lambda d: "2. Fine-tune" in tab_labels(d), 60, "the Fine-tune tab")
         open_tab(browser, "Fine-tune")
         wait_text(browser, "What will be applied")
         # The tiny base model (the app's default here), batch 4 x grad_acumm 2 (effective 8), gradient checkpointing on.
@@ -56,7 +63,7 @@ def test_fit_my_gpu_fills_the_form_in_one_click(tmp_path, tiny_base, browser):
         time.sleep(0.5)
         [o for o in browser.find_elements(By.CSS_SELECTOR, "ul[role=listbox] li") if o.text == "80 GB card"][0].click()
         click_button(browser, "Fit my GPU")
-        text = wait_text(browser, "the form now holds", timeout=240, css="#fit-gpu-result")
+        text = wait_text(browser, "the form now holds", 240, css="#fit-gpu-result")
         browser.execute_script(
             "arguments[0].scrollIntoView({block: 'center'});", browser.find_element(By.ID, "fit-gpu-result")
         )

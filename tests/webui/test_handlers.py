@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import digests, write_clip, write_dataset
+from tests.helpers import children_working, digests, wait_until, write_clip, write_dataset
 from utils.options.arguments import TrainArguments
 from utils.training.run_record import RunStatus
 from webui import run_view
@@ -79,7 +79,7 @@ def test_validate_handler_reports_problems_and_fills_the_fine_tune_fields(tmp_pa
 
     result = validate_handler(ctx, None, str(csv_path), None, "", "en", 11.6, "tiny", False)
     summary, problems, histogram, preview, *players, train_csv, eval_csv, language, train_rows = result
-    assert "Ready to train" in summary and "6 of 8 rows usable" in summary
+    assert "Ready to train on 6 of 8 rows (2 rejected" in summary and "6 of 8 rows usable" in summary
     assert list(problems["line"]) == [8, 9]
     assert "shorter than 1 s" in problems["reason"][0] and "not found" in problems["reason"][1]
     assert histogram["value"]["clips"].sum() == 6 and train_csv == str(csv_path) and eval_csv == "" and language == "en"
@@ -163,11 +163,7 @@ def test_runner_status_follows_a_real_child_run(tmp_path, tiny_base):
     assert started and runner.state.status == "starting"
     again, message = runner.start(kwargs)
     assert not again and "already" in message
-    import time
-
-    deadline = time.time() + 240
-    while runner.is_active() and time.time() < deadline:
-        time.sleep(0.5)
+    wait_until(lambda: not runner.is_active(), "the run", progress=children_working(tmp_path / "output"))
     state = runner.poll()
     assert state.status == "finished", (state.error, runner.log_tail())
     assert Path(state.run_dir, "ready", "model.pth").is_file()
@@ -179,16 +175,12 @@ def test_runner_status_follows_a_real_child_run(tmp_path, tiny_base):
 
 @pytest.mark.slow
 def test_runner_reports_a_failed_child_and_stays_usable(tmp_path):
-    import time
-
     runner = TrainingRunner(tmp_path / "output")
     kwargs = build_train_kwargs(
         **{**FORM, "train_csv": str(tmp_path / "gone.csv")}, output_dir=str(tmp_path / "output")
     )
     assert runner.start(kwargs)[0]
-    deadline = time.time() + 120
-    while runner.is_active() and time.time() < deadline:
-        time.sleep(0.5)
+    wait_until(lambda: not runner.is_active(), "the run", progress=children_working(tmp_path / "output"))
     state = runner.poll()
     assert state.status == "failed" and "train_csv not found" in state.error
     assert "Traceback" in state.traceback and "train_csv not found" in runner.log_tail()

@@ -149,7 +149,7 @@ def test_an_edited_check_table_from_a_client_that_never_ran_the_check_is_applied
         {"exclude": False, "text": SENTENCES[3], "audio_file": "wavs/clip_003.wav"},  # unchanged,
     ]
     quiet = dict(progress=lambda *a, **k: None)
-    message, train_csv, eval_csv, rows = prepare_handler(
+    message, train_csv, eval_csv, rows, *_players = prepare_handler(
         ctx, str(csv_path), "", "en", 11.6, "edited", "tiny", False, table, None, **quiet
     )
     message = page_text(message)

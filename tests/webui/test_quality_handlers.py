@@ -119,8 +119,8 @@ def test_picking_a_run_fills_its_language_and_serves_no_file_of_it(quality_run):
 
 @pytest.mark.slow
 def test_speech_waits_while_a_training_run_holds_the_gpu(quality_run, monkeypatch, tmp_path):
-    """The run trains in its own process, outside the page's GPU queue: on a GPU, Generate, Compare and
-    Transcribe are refused while it is active (a second model there could end it with out-of-memory)."""
+    """The run trains in its own process, outside the page's GPU queue: on a GPU, Generate and Compare are refused
+    while it is active (a second model there could end it with out-of-memory); Transcribe goes to the CPU."""
     import webui.context
     from utils.device.gpu import GPUInfo
 
@@ -131,9 +131,13 @@ def test_speech_waits_while_a_training_run_holds_the_gpu(quality_run, monkeypatc
         synthesize_handler(ctx, str(run_dir), "", None, "hello", "en", **SAMPLING, max_tokens=10)
     with pytest.raises(Exception, match="A training run is using the GPU"):
         compare_handler(ctx, str(run_dir), "", None, "hello", "en", 1, "small", **SAMPLING, max_tokens=10)
+    # Transcription is not refused: it runs on the CPU, beside the run (issue 28: it never holds back Start).
+    from utils.quality import asr
+
     recording = write_dataset(ctx.output_dir.parent / "data" / "rec", n=1).parent / "wavs" / "clip_000.wav"
-    with pytest.raises(Exception, match="A training run is using the GPU"):
-        transcribe_handler(ctx, [str(recording)], "tiny", "en", "me", progress=lambda *a, **k: None)
+    asr.clear_transcriber_cache()
+    csv_path = transcribe_handler(ctx, [str(recording)], "tiny.en", "en", "me", progress=lambda *a, **k: None)
+    assert Path(csv_path).is_file() and {key[1] for key in asr._CACHE} == {"cpu"}, "on the CPU, not the run's GPU"
     monkeypatch.setattr(ctx.runner, "is_active", lambda: False)
     audio, _ = synthesize_handler(ctx, str(run_dir), "", None, "hello", "en", **SAMPLING, max_tokens=10)
     assert Path(audio).is_file()
@@ -218,7 +222,7 @@ def test_dataset_check_then_prepare_with_the_edits_made_in_the_table(checked_voi
     # The user ticks nothing but corrects the text, in the page: the correction reaches the prepared copy.
     edited = table.copy()
     edited.loc[0, "text"] = "we train the model on our very own speech"
-    message, train_csv, eval_csv, _ = prepare_handler(
+    message, train_csv, eval_csv, _, *_players = prepare_handler(
         ctx, str(csv_path), "", "en", 11.6, "fixed", "tiny", False, edited, originals, progress=lambda *a, **k: None
     )
     assert "1 transcript(s) corrected in the prepared copy" in page_text(message)
@@ -226,7 +230,7 @@ def test_dataset_check_then_prepare_with_the_edits_made_in_the_table(checked_voi
     assert "we train the model on our very own speech" in texts and SENTENCES[1] not in texts
     # Ticking exclude leaves the row out of a new prepared dataset.
     edited.loc[0, "exclude"] = True
-    message, train_csv, eval_csv, rows = prepare_handler(
+    message, train_csv, eval_csv, rows, *_players = prepare_handler(
         ctx, str(csv_path), "", "en", 11.6, "clean", "tiny", False, edited, originals, progress=lambda *a, **k: None
     )
     assert "1 row(s) excluded on request: wavs/s1.wav" in page_text(message) and rows == 4
@@ -278,3 +282,17 @@ def test_an_early_stop_is_what_the_page_says_when_the_run_ends(tmp_path):
     assert runner.state.status == "stopped" and runner.state.message == early["message"]
     runner._apply({"type": "result", "status": "stopped", "result": {"stop_checkpoint": "c.pth", "early_stop": None}})
     assert runner.state.message.startswith("Stopped. Checkpoint saved: `c.pth`")
+
+
+def test_prepare_on_the_page_denoises_on_request_and_plays_clips_before_and_after(checked_voice):
+    ctx, csv_path = checked_voice
+    message, train_csv, _, rows, *players = prepare_handler(
+        ctx, str(csv_path), "", "en", 11.6, "denoised", "tiny", False, None, None, True, True,
+        progress=lambda *a, **k: None,
+    )  # fmt: skip
+    text = page_text(message)
+    assert rows >= 4 and "Loudness evened to -23 LUFS" in text and "Denoised with DeepFilterNet 3" in text
+    visible = [p for p in players if p.get("visible")]
+    assert len(visible) == 4 and [p["label"].split(":")[0] for p in visible] == ["before", "after"] * 2
+    assert all(p["value"][0] > 0 and len(p["value"][1]) > 0 for p in visible)
+    assert visible[0]["label"].split(": ")[1] == visible[1]["label"].split(": ")[1], "a pair is one clip"

@@ -3,13 +3,12 @@ the worker still training, shows its progress and memory, and stops it through t
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.helpers import write_dataset
+from tests.helpers import children_working, wait_until, write_dataset
 from utils.files import read_json
 from utils.options.arguments import TrainArguments
 from utils.training.run_record import process_alive, read_run
@@ -34,10 +33,13 @@ def test_a_new_runner_reattaches_to_a_running_worker_and_stops_it(tmp_path, tiny
     )
     first = TrainingRunner(tmp_path / "output")
     assert first.start({**arguments.to_dict(), "audio_roots": [str(data)]})[0]
-    deadline = time.time() + 240
-    while not any(r.get("type") == "train" for r in first.metrics()):
-        assert first.poll().active and time.time() < deadline, f"{first.state.message}\n{first.log_tail()}"
-        time.sleep(0.5)
+    working = children_working(tmp_path / "output")
+
+    def first_step() -> bool:
+        assert first.poll().active, f"{first.state.message}\n{first.log_tail()}"
+        return any(r.get("type") == "train" for r in first.metrics())
+
+    wait_until(first_step, "the first step", progress=working, describe=first.log_tail)
     assert first.poll().status.value == "running"
     run_dir, log_path = first.state.run_dir, first.state.log_path
     worker_pid = read_json(Path(run_dir) / "worker.json")["pid"]
@@ -48,7 +50,7 @@ def test_a_new_runner_reattaches_to_a_running_worker_and_stops_it(tmp_path, tiny
     state = second.poll()
     assert state.active and state.status.value == "running" and state.run_dir == run_dir
     assert state.log_path == log_path and state.arguments["num_epochs"] == 60
-    time.sleep(2.5)
+    wait_until(lambda: second.poll().memory_history, "a memory sample", progress=working)  # one a second
     state = second.poll()
     assert state.memory_history and state.memory["process_rss_mb"] > 100, "the worker's memory, from memory.jsonl"
     assert any(r.get("type") == "train" for r in second.metrics())
@@ -57,10 +59,7 @@ def test_a_new_runner_reattaches_to_a_running_worker_and_stops_it(tmp_path, tiny
 
     assert second.stop().startswith("Stopping")
     assert (Path(run_dir) / "stop").is_file()
-    deadline = time.time() + 120
-    while second.poll().active:
-        assert time.time() < deadline, second.log_tail()
-        time.sleep(0.5)
+    wait_until(lambda: not second.poll().active, "the stop", progress=working, describe=second.log_tail)
     state = second.poll()
     assert state.status.value == "stopped", (state.error, second.log_tail())
     checkpoint = read_run(run_dir)["stop_checkpoint"]
@@ -68,9 +67,7 @@ def test_a_new_runner_reattaches_to_a_running_worker_and_stops_it(tmp_path, tiny
     assert read_run(run_dir)["status"] == "stopped"
     assert process_alive(read_json(Path(run_dir) / "worker.json")) is False, "the worker has ended"
     # The first runner reaps its child once the kernel has torn it down (psutil calls it a zombie a moment earlier).
-    deadline = time.time() + 30
-    while first.poll().active and time.time() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: not first.poll().active, "the first runner to see the end", progress=working, stall=30)
     assert first.poll().status.value == "stopped", "the first runner reads the same ending from the folder"
     assert "Stopped at step" in second.log_tail(), "the worker's output is in the run's log"
     # A third runner (another restart) finds nothing to follow: the worker has ended.

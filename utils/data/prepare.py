@@ -8,8 +8,14 @@ every earlier train and eval row.
 A clip already there is not added twice: each clip's name carries a hash of its decoded samples
 (mono float32 at the source's rate, and that rate). Decoded samples rather than file bytes, because
 the same recording often arrives in another container or with other metadata chunks (a WAV saved
-again by an editor, a FLAC of it), and the clip is decoded for conversion anyway. Float audio over
-full scale is scaled down to a 0.99 peak (and the summary says so), never clipped.
+again by an editor, a FLAC of it), and the clip is decoded for conversion anyway.
+
+Each clip is converted in a pool of worker processes (utils.data.prepare_clips, utils.data.convert): its
+loudness evened to one target with a true-peak ceiling (or, with even_loudness=False, kept, float audio over
+full scale scaled down to a 0.99 peak, never clipped), its noise removed when asked (denoise=True, DeepFilterNet
+3). A clip that cannot be read, denoised or measured is a rejected row with its reason. What was done to each
+clip is in `clip_changes.jsonl` and summed up in the summary; `prepared.json` records each written clip's
+probe and the folder's fingerprint, so a run on the folder opens none of its clips again.
 
 Rows can be left out (`exclude`) and transcripts corrected (`corrections`), both keyed by the row's
 `audio_file` as written in its CSV (what the dataset check lists). The edits go into the prepared copy
@@ -18,7 +24,6 @@ only, also to rows an earlier call already prepared, and are listed in the summa
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import re
@@ -29,12 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from utils.audio.io import AudioError, peak_normalise, read_mono, resample, write_wav
-from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
-from utils.data.csv_reader import CsvLayout, CsvRow, iter_rows
+from utils.constants import MAX_AUDIO_LENGTH
+from utils.data.clip_probe import ClipProbe
+from utils.data.convert import audio_digest  # noqa: F401 - prepare's name for it since it was defined here
+from utils.data.csv_reader import CsvLayout, CsvRow, iter_rows, resolve_audio_path
 from utils.data.csv_text import coqui_field
+from utils.data.pool import PoolStats
+from utils.data.prepare_clips import CHANGES_FILE, LISTED_NOTES, ClipCopy, Edits, change_notes, convert_rows
+from utils.data.prepare_options import DEFAULTS, PrepareOptions
+from utils.data.prepared_record import RECORD_FILE, prepared_fingerprint, read_record, write_record
 from utils.data.validation import DatasetReport, check_options, validate_dataset
 from utils.files import append_jsonl, refuse_links_in, write_text_atomic
 
@@ -45,7 +53,6 @@ MARKER_FILE = ".xtts-prepared"  # says the folder was written by prepare_dataset
 HEADER = "audio_file|text|speaker_name"
 INDEX_DIR = ".index"
 _DIGEST_IN_NAME = re.compile(r"_([0-9a-f]{16})\.wav$")
-LISTED_NOTES = 5  # clips named one by one in a note; the rest are counted
 EDITS_FILE = "edits.jsonl"  # one line per exclusion or correction, appended by each call
 
 
@@ -64,6 +71,11 @@ class PreparedDataset:
     notes: list[str] = field(default_factory=list)
     excluded: list[str] = field(default_factory=list)  # audio_file of each row left out on request
     corrected: list[dict[str, str]] = field(default_factory=list)  # {audio_file, before, after}
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # {line, audio_file, reason}: could not be used
+    options: PrepareOptions = DEFAULTS
+    examples: list[tuple[str, str]] = field(default_factory=list)  # (source clip, prepared clip), a few
+    fingerprint: str = ""  # of the prepared dataset, as a run on it reports (recorded in prepared.json)
+    work: PoolStats = field(default_factory=PoolStats)  # the worker processes that converted the clips
 
     def summary(self) -> str:
         return "\n".join(
@@ -74,18 +86,6 @@ class PreparedDataset:
                 *self.notes,
             ]
         )
-
-
-def audio_digest(wav: np.ndarray, rate: int) -> str:
-    """16 hex digits identifying decoded audio: the same samples at the same rate give the same digest."""
-    digest = hashlib.blake2b(int(rate).to_bytes(4, "little"), digest_size=8)
-    digest.update(np.ascontiguousarray(wav, dtype=np.float32).tobytes())
-    return digest.hexdigest()
-
-
-def _clip_name(source: Path, digest: str) -> str:
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", source.stem)[:60] or "clip"
-    return f"wavs/{stem}_{digest}.wav"
 
 
 def _digests_in(rows: list[str]) -> set[str]:
@@ -104,77 +104,7 @@ def _write_csv(path: Path, rows: list[str]) -> None:
     write_text_atomic(path, "\n".join([HEADER, *rows]) + "\n")
 
 
-@dataclass
-class _Edits:
-    """The user's exclusions and corrections, keyed by audio_file as written in the CSV."""
-
-    exclude: set[str]
-    corrections: dict[str, str]
-    excluded: list[str] = field(default_factory=list)
-    corrected: list[dict[str, str]] = field(default_factory=list)
-    drop_digests: set[str] = field(default_factory=set)  # excluded clips already in the prepared folder
-    retext: dict[str, str] = field(default_factory=dict)  # digest -> corrected text, for rows already there
-
-
-@dataclass
-class _Copy:
-    """What converting the usable rows did."""
-
-    existing: dict[str, str]  # digest -> where it is ("already in the dataset", or "line N")
-    edits: _Edits = field(default_factory=lambda: _Edits(set(), {}))
-    rows: list[tuple[str, str]] = field(default_factory=list)  # (split, csv line)
-    skipped: int = 0
-    repeated: list[str] = field(default_factory=list)
-    scaled: list[str] = field(default_factory=list)
-    unreadable: list[str] = field(default_factory=list)
-
-
-def _edit_of(row: CsvRow, edits: _Edits) -> tuple[bool, str | None]:
-    """(excluded, corrected text or None) for a row, noting the edit for the report."""
-    if row.audio_file in edits.exclude:
-        edits.excluded.append(row.audio_file)
-        return True, None
-    text = edits.corrections.get(row.audio_file)
-    if text is not None:
-        edits.corrected.append({"audio_file": row.audio_file, "before": row.text, "after": text})
-    return False, text
-
-
-def _copy_row(row: CsvRow, split: str, out: Path, copy: _Copy) -> None:
-    """Convert one usable row's clip into out/wavs, unless the same audio is already there or it is excluded.
-    An excluded or corrected clip that an earlier call prepared is found by its digest and edited there."""
-    excluded, text = _edit_of(row, copy.edits)
-    try:
-        wav, rate, _ = read_mono(row.audio_location)
-    except AudioError as exc:  # changed or removed since it was checked
-        if not excluded:
-            copy.unreadable.append(f"line {row.line} ({row.audio_file}: {exc})")
-        return
-    if not excluded and not np.isfinite(wav).all():  # a header-only check cannot see it; a wav of NaN is no clip
-        copy.unreadable.append(f"line {row.line} ({row.audio_file}: samples are not numbers, NaN or infinite)")
-        return
-    digest = audio_digest(wav, rate)
-    if excluded:
-        copy.edits.drop_digests.add(digest)
-        return
-    if digest in copy.existing:
-        copy.skipped += 1
-        if copy.existing[digest] == "" and text is not None:
-            copy.edits.retext[digest] = coqui_field(text)
-        elif copy.existing[digest] != "":
-            copy.repeated.append(f"line {row.line} ({row.audio_file}) = {copy.existing[digest]}")
-        return
-    copy.existing[digest] = f"line {row.line}"
-    wav, gain = peak_normalise(resample(wav, rate, XTTS_SAMPLE_RATE))
-    if gain < 1.0:
-        copy.scaled.append(f"line {row.line} ({row.audio_file}, peak {0.99 / gain:.2f})")
-    name = _clip_name(row.audio_path, digest)
-    write_wav(out / name, wav, XTTS_SAMPLE_RATE)
-    text = coqui_field(row.text if text is None else text)
-    copy.rows.append((split, f"{name}|{text}|{coqui_field(row.speaker_name) or 'speaker'}"))
-
-
-def _edited(rows: list[str], edits: _Edits) -> list[str]:
+def _edited(rows: list[str], edits: Edits) -> list[str]:
     """Rows an earlier call prepared, without the excluded clips and with corrected texts."""
     kept = []
     for line in rows:
@@ -187,29 +117,6 @@ def _edited(rows: list[str], edits: _Edits) -> list[str]:
             line = f"{name}|{edits.retext[digest]}|{speaker}"
         kept.append(line)
     return kept
-
-
-def _notes(copy: _Copy) -> list[str]:
-    def listed(items: list[str]) -> str:
-        more = f", and {len(items) - LISTED_NOTES} more" if len(items) > LISTED_NOTES else ""
-        return "; ".join(items[:LISTED_NOTES]) + more
-
-    notes = []
-    if copy.scaled:
-        notes.append(
-            f"{len(copy.scaled)} clip(s) went over full scale (float audio) and were scaled down to a 0.99 "
-            f"peak, not clipped: {listed(copy.scaled)}."
-        )
-    if copy.repeated:
-        notes.append(
-            f"{len(copy.repeated)} row(s) have the same audio as an earlier row and were added once: "
-            f"{listed(copy.repeated)}."
-        )
-    if copy.unreadable:
-        notes.append(
-            f"{len(copy.unreadable)} clip(s) could not be read again and were left out: {listed(copy.unreadable)}."
-        )
-    return notes
 
 
 def _check_writable(out: Path) -> None:
@@ -234,7 +141,9 @@ def _check_target(out: Path, sources: list[Path], language: str) -> None:
     """Refuse an output folder that holds the user's data, someone else's files, another language, or a link
     out of it where this tool writes (wavs/ pointing elsewhere would receive the clips)."""
     _check_writable(out)
-    refuse_links_in(out, ["wavs", INDEX_DIR, TRAIN_FILE, EVAL_FILE, LANG_FILE, MARKER_FILE, EDITS_FILE])
+    refuse_links_in(
+        out, ["wavs", INDEX_DIR, TRAIN_FILE, EVAL_FILE, LANG_FILE, MARKER_FILE, EDITS_FILE, RECORD_FILE, CHANGES_FILE]
+    )
     if any(out == p.parent or out in p.parents for p in sources):
         raise ValueError(
             f"out_dir {out} holds your source CSV; prepare into a separate folder so nothing of yours is overwritten."
@@ -253,7 +162,7 @@ def _check_target(out: Path, sources: list[Path], language: str) -> None:
 
 def _checked_edits(
     exclude: Iterable[str], corrections: Mapping[str, str] | None, language: str, validation: dict[str, Any]
-) -> _Edits:
+) -> Edits:
     """The exclusions and corrections, checked before anything is read: keys are audio_file strings, corrected
     texts pass the checks the run applies (front end, character limit, vocab)."""
     if isinstance(exclude, str):
@@ -276,11 +185,11 @@ def _checked_edits(
         errors = [reason for severity, reason in checker.check(coqui_field(text)) if severity == "error"]
         if errors:
             raise ValueError(f"The correction for {key} cannot be used: {errors[0]}")
-    return _Edits(exclude, {key: coqui_field(text) for key, text in corrections.items()})
+    return Edits(exclude, {key: coqui_field(text) for key, text in corrections.items()})
 
 
 def _check_edit_rows(
-    edits: _Edits, usable: list[tuple[CsvRow, str]], report: DatasetReport, kept: dict[str, list[str]]
+    edits: Edits, usable: list[tuple[CsvRow, str]], report: DatasetReport, kept: dict[str, list[str]]
 ) -> None:
     """Every edited row names a row of the dataset, and each split keeps at least one row."""
     named = {row.audio_file for row, _ in usable} | {p.audio_file for p in report.problems if p.audio_file}
@@ -296,7 +205,7 @@ def _check_edit_rows(
             raise ValueError(f"Excluding these rows leaves no {split} row: keep at least one.")
 
 
-def _edit_notes(out: Path, edits: _Edits) -> list[str]:
+def _edit_notes(out: Path, edits: Edits) -> list[str]:
     """The edits, recorded in the folder's edits.jsonl and described for the summary."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     for audio_file in edits.excluded:
@@ -327,19 +236,28 @@ def prepare_dataset(
     exclude: Iterable[str] = (),
     corrections: Mapping[str, str] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    even_loudness: bool = DEFAULTS.even_loudness,
+    loudness_target: float = DEFAULTS.loudness_target,
+    denoise: bool = DEFAULTS.denoise,
+    workers: int = DEFAULTS.workers,
+    should_stop: Callable[[], bool] | None = None,
     **validation: Any,
 ) -> PreparedDataset:
     """Validate, then copy the usable rows into `out_dir` as a normalised dataset (see module doc).
 
     `exclude`: audio_file values (as written in the CSV) of rows to leave out; `corrections`: {audio_file: text}
     to use instead of the CSV's text. Both apply to the prepared copy only and are listed in its summary.
+    `even_loudness`, `loudness_target`, `denoise`, `workers`: how each clip is processed, declared in
+    utils.data.prepare_options.PrepareOptions. `should_stop`: asked between clips (utils.data.pool.PoolStopped).
     `validation` goes to validate_dataset (e.g. training.text_checks.text_check_options(...) for a run's text
-    checks)."""
+    checks, `cache_dir` for the check cache: by default the folder's own .index)."""
     lang = check_options(language, max_audio_length, validation.get("audio_check", "auto"))
+    options = PrepareOptions(even_loudness, loudness_target, denoise, workers)
+    _check_denoiser(options)
     out = Path(out_dir).expanduser().resolve()
     _check_target(out, [Path(p).resolve() for p in (train_csv, eval_csv) if p], lang)
     edits = _checked_edits(exclude, corrections, lang, validation)
-
+    validation.setdefault("cache_dir", out / INDEX_DIR)
     report = validate_dataset(
         train_csv,
         eval_csv,
@@ -348,6 +266,8 @@ def prepare_dataset(
         seed=seed,
         index_dir=out / INDEX_DIR,
         progress=progress,
+        workers=workers or None,
+        should_stop=should_stop,
         **validation,
     )
     if report.rows_usable == 0:
@@ -358,24 +278,36 @@ def prepare_dataset(
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER_FILE).touch()
     # "" marks audio that was there before this call: skipping it needs no note.
-    copy = _Copy(existing=dict.fromkeys(_digests_in(kept["train"] + kept["eval"]), ""), edits=edits)
-    for done, (row, split) in enumerate(usable, start=1):
-        if progress:
-            progress(done, len(usable), f"Converting {row.audio_file}")
-        _copy_row(row, split, out, copy)
-    return _write_prepared(out, lang, report, kept, copy, edits)
+    copy = ClipCopy(existing=dict.fromkeys(_digests_in(kept["train"] + kept["eval"]), ""), edits=edits)
+    convert_rows(usable, out, copy, options, progress, should_stop)
+    return _write_prepared(out, lang, report, kept, copy, options)
+
+
+def _check_denoiser(options: PrepareOptions) -> None:
+    """A missing denoiser is said once, before anything is read or written (not once per clip)."""
+    if not options.denoise:
+        return
+    from utils.audio.denoise import DenoiseUnavailable, check_denoiser
+
+    try:
+        check_denoiser()
+    except DenoiseUnavailable as exc:
+        raise ValueError(f"denoise=True cannot be done here: {exc}") from exc
 
 
 def _write_prepared(
-    out: Path, lang: str, report: DatasetReport, kept: dict[str, list[str]], copy: _Copy, edits: _Edits
+    out: Path, lang: str, report: DatasetReport, kept: dict[str, list[str]], copy: ClipCopy, options: PrepareOptions
 ) -> PreparedDataset:
-    """The prepared CSVs (earlier rows, edited, then the new ones) and the language file, each atomically."""
+    """The prepared CSVs (earlier rows, edited, then the new ones), the language file and the folder's record
+    (prepared.json: its clips' probes and its fingerprint), each atomically."""
+    edits = copy.edits
     kept_train, kept_eval = _edited(kept["train"], edits), _edited(kept["eval"], edits)
     new_train = [line for split, line in copy.rows if split == "train"]
     new_eval = [line for split, line in copy.rows if split == "eval"]
     _write_csv(out / TRAIN_FILE, kept_train + new_train)
     _write_csv(out / EVAL_FILE, kept_eval + new_eval)
     write_text_atomic(out / LANG_FILE, lang + "\n")
+    fingerprint = _write_record(out, kept_train + new_train + kept_eval + new_eval, copy.probes)
     return PreparedDataset(
         folder=out,
         train_csv=out / TRAIN_FILE,
@@ -387,10 +319,26 @@ def _write_prepared(
         kept_train=len(kept_train),
         kept_eval=len(kept_eval),
         skipped_existing=copy.skipped,
-        notes=_notes(copy) + _edit_notes(out, edits),
+        notes=change_notes(copy, options) + _edit_notes(out, edits),
         excluded=edits.excluded,
         corrected=edits.corrected,
+        rejected=copy.rejected,
+        options=options,
+        examples=copy.examples,
+        fingerprint=fingerprint,
+        work=copy.pool,
     )
+
+
+def _write_record(out: Path, rows: list[str], new: dict[str, ClipProbe]) -> str:
+    """prepared.json for the clips the CSVs now name: this call's probes, an earlier call's for the others."""
+    _, earlier = read_record(out)
+    names = {line.split("|", 1)[0] for line in rows}
+    clips = {name: probe for name, probe in {**earlier, **new}.items() if name in names}
+    by_location = {resolve_audio_path(name, str(out)): probe for name, probe in clips.items()}
+    fingerprint = prepared_fingerprint(out / TRAIN_FILE, out / EVAL_FILE, by_location)
+    write_record(out, clips, fingerprint)
+    return fingerprint
 
 
 def preview_rows(

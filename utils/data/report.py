@@ -19,6 +19,28 @@ HISTOGRAM_EDGES = tuple(range(13))  # 1-second bins, 0-12 s; longer clips land i
 
 
 @dataclass
+class CheckStats:
+    """How a check was done (not what it found): served from the cache, or how many clips it decoded, where."""
+
+    cache_hit: bool = False  # the whole report came from the check cache: no clip was opened
+    decoded: int = 0  # clip files opened and probed by this check
+    served: int = 0  # clips answered by their cached probe (unchanged size and modification time)
+    workers: int = 0  # worker processes started (0: in this process)
+    pids: list[int] = field(default_factory=list)  # the processes that probed clips
+    deaths: list[str] = field(default_factory=list)  # worker processes that died, and how
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        if self.cache_hit:
+            return f"Served from the check cache ({self.served} clips unchanged, none decoded) in {self.seconds:.1f} s."
+        where = f" on {self.workers} worker processes" if self.workers else ""
+        text = f"{self.decoded} clips read{where}, {self.served} unchanged from the check cache, {self.seconds:.1f} s."
+        if self.deaths:
+            text += f" {len(self.deaths)} worker process(es) died ({self.deaths[0]}): their clips are listed."
+        return text
+
+
+@dataclass
 class UsableRows:
     """Line numbers, durations and audio-path hashes of one CSV's usable rows, as compact arrays
     (20 bytes a row), in line order."""
@@ -61,6 +83,10 @@ class DatasetReport:
     _eval_picks: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # sorted line numbers
     layouts: dict[str, CsvLayout] = field(default_factory=dict, repr=False)
     drop_counts: dict[str, int] = field(default_factory=dict)  # why rows are not used, by reason
+    check: CheckStats = field(default_factory=CheckStats, repr=False, compare=False)
+    _fingerprint: str = field(default="", repr=False)
+    # audio location -> (size, sha256 of its first 64 KiB), as the check read it: the fingerprint needs no reread
+    _heads: dict[str, tuple[int, str]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.notes = [visible(note) for note in self.notes]  # they name files: shown for what they are
@@ -127,18 +153,26 @@ class DatasetReport:
     def fingerprint(self) -> str:
         """A digest of what training reads, by content, not by path: each usable row's split, text and
         speaker, and its audio (size and first 64 KiB, which hold the header and the start of the samples).
-        The same dataset moved to another folder has the same fingerprint; other rows or clips do not."""
+        The same dataset moved to another folder has the same fingerprint; other rows or clips do not.
+        The clips' heads come from the check when it read them (or its cache), else from the files."""
+        if self._fingerprint:
+            return self._fingerprint
         digest = hashlib.sha256()
         for split, row, _ in self.iter_usable_splits():
-            try:
-                size = os.path.getsize(row.audio_location)
-                with open(row.audio_location, "rb") as handle:
-                    head = handle.read(65536)
-            except OSError:
-                size, head = -1, b""
+            known = self._heads.get(row.audio_location)
+            if known is not None:
+                size, head = known[0], bytes.fromhex(known[1])
+            else:
+                try:
+                    size = os.path.getsize(row.audio_location)
+                    with open(row.audio_location, "rb") as handle:
+                        head = hashlib.sha256(handle.read(65536)).digest()
+                except OSError:
+                    size, head = -1, hashlib.sha256(b"").digest()
             digest.update(f"{split}\0{row.text}\0{row.speaker_name}\0{size}\0".encode())
-            digest.update(hashlib.sha256(head).digest())
-        return digest.hexdigest()
+            digest.update(head)
+        self._fingerprint = digest.hexdigest()
+        return self._fingerprint
 
     def iter_usable(self, split: str) -> Iterator[tuple[CsvRow, float]]:
         """Re-read the CSV(s) and yield (row, duration) for the usable rows of `split` ("train"/"eval")."""

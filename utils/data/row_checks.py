@@ -132,11 +132,11 @@ def outside_roots(location: str, roots: tuple[Path, ...]) -> bool:
     return not any(resolved == root or root in resolved.parents for root in roots)
 
 
-def check_row(
-    row: CsvRow, text_checker: TextChecker, max_seconds: float, full: bool, audio_roots: tuple[Path, ...] = ()
-) -> tuple[float | None, list[tuple[str, str]]]:
-    """(duration, or None if the row is unusable; [(severity, reason)], the CSV reader's warnings first).
-    With `audio_roots`, audio outside them is refused without being opened."""
+def check_row_text(
+    row: CsvRow, text_checker: TextChecker, audio_roots: tuple[Path, ...] = ()
+) -> tuple[list[tuple[str, str]], bool]:
+    """The row's findings that need no audio (the CSV reader's warnings first, its text), and whether its audio
+    may be opened: with `audio_roots`, audio outside them is refused without being opened."""
     found = [("warning", warning) for warning in row.warnings] + text_checker.check(row.text)
     if outside_roots(row.audio_location, audio_roots):
         found.append(
@@ -146,12 +146,18 @@ def check_row(
                 f"({', '.join(map(str, audio_roots))}): it is not read. Keep the audio beside the CSV.",
             )
         )
-        return None, found
-    try:
-        # A file over the limit is an error whatever its level: it is not decoded.
-        info = probe_audio(row.audio_location, full=full, max_seconds=max_seconds + 1 / XTTS_SAMPLE_RATE)
-    except AudioError as exc:
-        found.append(("error", audio_problem(row, str(exc))))
+        return found, False
+    return found, True
+
+
+def check_row_audio(
+    row: CsvRow, info: AudioInfo | AudioError, max_seconds: float, found: list[tuple[str, str]]
+) -> tuple[float | None, list[tuple[str, str]]]:
+    """(duration, or None if the row is unusable; findings) from what probing its audio gave (`info`, or the
+    AudioError that probing raised), after the findings so far."""
+    found = list(found)
+    if isinstance(info, AudioError):
+        found.append(("error", audio_problem(row, str(info))))
         return None, found
     duration = info.duration
     if duration < MIN_CLIP_SECONDS:
@@ -178,3 +184,23 @@ def check_row(
     found += _level_warnings(info)
     usable = not any(severity == "error" for severity, _ in found)
     return (duration if usable else None), found
+
+
+def probe_limit(max_seconds: float) -> float:
+    """The longest clip worth decoding: a file over the limit is an error whatever its level."""
+    return max_seconds + 1 / XTTS_SAMPLE_RATE
+
+
+def check_row(
+    row: CsvRow, text_checker: TextChecker, max_seconds: float, full: bool, audio_roots: tuple[Path, ...] = ()
+) -> tuple[float | None, list[tuple[str, str]]]:
+    """(duration, or None if the row is unusable; [(severity, reason)], the CSV reader's warnings first).
+    With `audio_roots`, audio outside them is refused without being opened."""
+    found, readable = check_row_text(row, text_checker, audio_roots)
+    if not readable:
+        return None, found
+    try:
+        info: AudioInfo | AudioError = probe_audio(row.audio_location, full=full, max_seconds=probe_limit(max_seconds))
+    except AudioError as exc:
+        info = exc
+    return check_row_audio(row, info, max_seconds, found)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,16 +25,21 @@ from typing import Any
 import numpy as np
 
 from utils.constants import MAX_AUDIO_LENGTH, MIN_CLIP_SECONDS, XTTS_SAMPLE_RATE
-from utils.data.csv_reader import CsvLayout, Problem, detect_layout, iter_rows
+from utils.data import check_cache
+from utils.data.clip_probe import ClipProbes, probe_clip
+from utils.data.csv_reader import CsvLayout, CsvRow, Problem, detect_layout, iter_rows
 from utils.data.csv_text import bounded_lines, raw_lines
 from utils.data.duplicates import drop_duplicate_audio, path_hash
-from utils.data.report import HISTOGRAM_EDGES, DatasetReport, UsableRows
-from utils.data.row_checks import TextChecker, check_row
+from utils.data.pool import ClipPool
+from utils.data.progress import CountedProgress
+from utils.data.report import HISTOGRAM_EDGES, CheckStats, DatasetReport, UsableRows
+from utils.data.row_checks import TextChecker, check_row_audio, check_row_text, probe_limit
 from utils.text.languages import canonical_language, is_known_language, is_valid_language_code
 from utils.text.visible import with_visible_errors
 
 __all__ = [
     "EVAL_FRACTION",
+    "MAX_EVAL_ROWS",
     "FULL_AUDIO_CHECK_MAX_ROWS",
     "HISTOGRAM_EDGES",
     "MAX_LISTED_PROBLEMS",
@@ -43,6 +49,7 @@ __all__ = [
 ]
 
 EVAL_FRACTION = 0.15
+MAX_EVAL_ROWS = 256  # the most rows held out for evaluation, and the most an eval-loss pass runs over
 # Above this many rows, audio is checked from file headers only (existence, format, duration):
 # decoding every clip of a large corpus would take hours before training could start.
 FULL_AUDIO_CHECK_MAX_ROWS = 20_000
@@ -148,26 +155,44 @@ class _Pass:
     max_seconds: float
     full: bool
     log: _ProblemLog
-    progress: ProgressCallback | None
+    progress: CountedProgress
     total: int
     audio_roots: tuple[Path, ...] = ()
     done: int = 0
     rows_read: int = 0
+    probes: ClipProbes = field(default_factory=ClipProbes)
+    pool: ClipPool = field(default_factory=lambda: ClipPool(1))
+    heads: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+    @property
+    def limit_s(self) -> float:
+        return probe_limit(self.max_seconds)
+
+    def needs_probe(self, row: CsvRow | Problem) -> bool:
+        return isinstance(row, CsvRow) and self.probes.needs_opening(row, self.full, self.limit_s, self.audio_roots)
 
 
 def _check_file(path: Path, layout: CsvLayout, run: _Pass) -> UsableRows:
-    """Check every row of one CSV; the usable ones are kept as compact arrays."""
+    """Check every row of one CSV; the usable ones are kept as compact arrays. Clips are probed by the pool's
+    workers (those without a probe that serves), rows are judged here in order."""
     usable = UsableRows(str(path), layout)
     rows = 0
-    for row in iter_rows(path, layout):
+    settings = (run.full, run.limit_s)
+    rows_in = iter_rows(path, layout)
+    for row, result in run.pool.map(probe_clip, rows_in, shared=settings, needs_work=run.needs_probe, total=run.total):
         rows += 1
         run.done += 1
-        if run.progress and run.done % 200 == 0:
-            run.progress(min(run.done, run.total), run.total, f"Checking {path.name}")
+        run.progress(min(run.done, run.total))
         if isinstance(row, Problem):
             run.log.add(row)
             continue
-        duration, found = check_row(row, run.text_checker, run.max_seconds, run.full, run.audio_roots)
+        found, readable = check_row_text(row, run.text_checker, run.audio_roots)
+        duration = None
+        if readable:
+            probe = run.probes.of_row(row, result, run.full, run.limit_s)
+            duration, found = check_row_audio(row, probe.info, run.max_seconds, found)
+            if duration is not None and probe.head_sha256:
+                run.heads[row.audio_location] = (probe.size, probe.head_sha256)
         for severity, reason in found:
             run.log.add(Problem(row.line, row.audio_file, severity, reason, str(path)))
         if duration is not None:
@@ -190,14 +215,24 @@ def _check_file(path: Path, layout: CsvLayout, run: _Pass) -> UsableRows:
     return usable
 
 
+def eval_rows_held_out(usable_rows: int) -> int:
+    """How many of the train CSV's usable rows are held out when no eval CSV is given: EVAL_FRACTION of them,
+    at least one, at most MAX_EVAL_ROWS (an eval split grows with the dataset no further: every eval-loss pass
+    runs over all of it)."""
+    return min(MAX_EVAL_ROWS, max(1, round(usable_rows * EVAL_FRACTION)))
+
+
 def _hold_out(train: UsableRows | None, seed: int) -> tuple[dict[str, np.ndarray], str]:
-    """EVAL_FRACTION of the train CSV's usable rows (at least one), drawn with `seed`, as sorted line numbers."""
+    """The held-out rows of the train CSV (eval_rows_held_out), drawn with `seed`, as sorted line numbers."""
     if train is None or len(train.lines) < 2:
         return {}, ""
     lines = np.frombuffer(train.lines, dtype=np.int64)
-    k = max(1, round(len(lines) * EVAL_FRACTION))
+    k = eval_rows_held_out(len(lines))
     picks = np.sort(np.random.default_rng(seed).choice(lines, size=k, replace=False))
-    note = f"No eval CSV: {k} of {len(lines)} usable rows ({EVAL_FRACTION:.0%}) held out for evaluation."
+    note = (
+        f"No eval CSV: {k} of {len(lines)} usable rows ({EVAL_FRACTION:.0%}, at most {MAX_EVAL_ROWS}) "
+        "held out for evaluation."
+    )
     return {train.csv_file: picks}, note
 
 
@@ -243,6 +278,12 @@ def _build_report(
     train = usable.get(str(paths[0]))
     eval_picks, note = _hold_out(train, seed) if len(paths) == 1 else ({}, "")
     notes += [note] if note else []
+    for rows in usable.values() if len(paths) > 1 else ():
+        if rows is not train and len(rows.lines) > MAX_EVAL_ROWS:
+            notes.append(
+                f"{Path(rows.csv_file).name}: {len(rows.lines)} usable eval rows; each eval-loss pass runs over "
+                f"{MAX_EVAL_ROWS} of them, evenly spread."
+            )
     file_order = {str(p): i for i, p in enumerate(paths)}
     run.log.problems.sort(key=lambda p: (file_order.get(p.csv_file, -1), p.line))
     return DatasetReport(
@@ -291,6 +332,9 @@ def validate_dataset(
     index_dir: str | os.PathLike | None = None,
     progress: ProgressCallback | None = None,
     audio_roots: Sequence[str | os.PathLike] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    workers: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> DatasetReport:
     """Check a dataset row by row; read-only. See the module docstring.
 
@@ -302,11 +346,27 @@ def validate_dataset(
     count for progress comes from the cached index instead of a counting pass over the file.
     audio_roots: folders the audio must lie in (the web app's confinement); a row naming audio elsewhere is
     an error and its file is never opened. None: anywhere (a notebook's own files).
+    cache_dir: where the check's result is kept by the dataset's fingerprint (utils.data.check_cache): an
+    unchanged dataset is served from it without opening a clip, a changed one decodes only its changed clips.
+    None: no cache (clips a prepared dataset recorded are still served).
+    workers: processes probing the clips (None: every core; small datasets are checked in this process).
+    should_stop: asked between clips; when it turns true the check ends with utils.data.pool.PoolStopped.
+    The report's `check` says how the check was done (cache hit, clips decoded, worker processes).
     """
+    started = time.monotonic()
     lang = check_options(language, max_audio_length, audio_check)
     train_path, eval_path = _check_paths(train_csv, eval_csv)
     layouts = {path: detect_layout(path) for path in (train_path, eval_path) if path is not None}
+    options = check_cache.options_key(lang, max_audio_length, audio_check, seed, text_frontend, vocab_path, audio_roots)
+    cached = check_cache.DatasetCache(cache_dir, list(layouts), options)
+    if (report := cached.report()) is not None:
+        report.check = CheckStats(cache_hit=True, served=len(cached.entry.clips), seconds=time.monotonic() - started)
+        if progress:
+            progress(report.rows_read, report.rows_read, "Served from the check cache: no clip changed")
+        return report
     total = _count_rows(layouts, index_dir)
+    if total > check_cache.CACHE_MAX_ROWS:
+        cached.path = None
     if audio_check == "auto":
         audio_check = "full" if total <= FULL_AUDIO_CHECK_MAX_ROWS else "header"
     run = _Pass(
@@ -314,11 +374,25 @@ def validate_dataset(
         max_audio_length / XTTS_SAMPLE_RATE,
         audio_check == "full",
         _ProblemLog(),
-        progress,
+        CountedProgress(progress, total, "checked", "rows"),
         total,
         tuple(Path(root).resolve() for root in audio_roots or ()),
+        probes=ClipProbes(
+            {**check_cache.prepared_probes(list(layouts)), **cached.known()}, collect=cached.path is not None
+        ),
+        pool=ClipPool(workers, should_stop=should_stop),
     )
-    notes = [] if run.full else [f"{total} rows: {HEADER_ONLY_NOTE}"]
+    report = _check_files(run, layouts, lang, audio_check, int(max_audio_length), seed)
+    cached.store(report, run.probes.used)
+    report.check.seconds = time.monotonic() - started
+    return report
+
+
+def _check_files(
+    run: _Pass, layouts: dict[Path, CsvLayout], lang: str, audio_check: str, max_audio_length: int, seed: int
+) -> DatasetReport:
+    """Every row of every CSV checked, the duplicates dropped, and the report."""
+    notes = [] if run.full else [f"{run.total} rows: {HEADER_ONLY_NOTE}"]
     if not is_known_language(lang):
         run.log.add(Problem(0, "", "warning", new_language_note(lang)))
     usable: dict[str, UsableRows] = {}
@@ -328,11 +402,20 @@ def validate_dataset(
             run.log.add(dataclasses.replace(problem, csv_file=str(path), file_level=True))
         if not any(p.severity == "error" for p in layout.problems):
             usable[str(path)] = _check_file(path, layout, run)
-    if progress:
-        progress(total, total, "Checked")
+    run.progress(run.total)
     for duplicate in drop_duplicate_audio(list(usable.values())):
         run.log.add(duplicate, drops_row=True)
-    return _build_report(run, usable, layouts, notes, lang, audio_check, int(max_audio_length), seed)
+    report = _build_report(run, usable, layouts, notes, lang, audio_check, max_audio_length, seed)
+    report._heads = run.heads
+    stats = run.pool.stats
+    report.check = CheckStats(
+        decoded=run.probes.decoded,
+        served=run.probes.served_count,
+        workers=stats.workers,
+        pids=sorted(stats.pids),
+        deaths=list(stats.deaths),
+    )
+    return report
 
 
 def _reason_key(reason: str) -> str:

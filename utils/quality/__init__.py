@@ -8,7 +8,8 @@ Importable from a notebook, each module documented where it is defined:
 - `audio_measures.measure_file` / `flag_outliers`: loudness, clipping, SNR, edge silences.
 - `scoring.score_clips` / `score_folder`: generated speech scored against its texts and the speaker's clips.
 - `selection.BestRule` / `combined_score` / `EarlyStopping`: which evaluation is best, and when to stop.
-- `transcript_check.check_transcripts`, `dataset_check.check_dataset`: a dataset checked before training.
+- `transcript_check.check_transcripts`, `dataset_check.check_dataset`: a dataset checked before training (each
+  clip decoded, measured and scored for naturalness in worker processes: `clip_check`, `naturalness_flags`).
 - `compare.compare_with_base`: a fine-tuned run beside its base model, same text, reference and seed.
 
 During training, `utils.training.quality_eval` and `utils.training.best_checkpoint` use them at each evaluation.

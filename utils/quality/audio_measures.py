@@ -19,7 +19,6 @@ All measures use 20 ms frames every 10 ms of the mono signal; a frame's level is
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from collections.abc import Sequence
@@ -28,15 +27,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from utils.audio.io import load_audio
+from utils.audio.levels import (  # noqa: F401 - frame_powers, snr_estimate and the constants are used from here too
+    FRAME_S,
+    HOP_S,
+    NOISE_PERCENTILE,
+    POWER_FLOOR,
+    SPEECH_PERCENTILE,
+    frame_geometry,
+    frame_powers,
+    integrated_loudness,
+    snr_estimate,
+)
 
-FRAME_S = 0.02
-HOP_S = 0.01
 CLIP_RUN = 3
 CLIP_TOLERANCE = 2e-5  # less than one 16-bit step at half scale: clipped samples are equal
 CLIP_MIN_PEAK = 0.1  # -20 dBFS
-NOISE_PERCENTILE = 10
-SPEECH_PERCENTILE = 95
-POWER_FLOOR = 1e-10  # -100 dBFS
 SILENCE_BELOW_PEAK_DB = 40.0
 SILENCE_ABOVE_NOISE_DB = 6.0
 SILENCE_ABSOLUTE_DBFS = -60.0
@@ -58,21 +63,6 @@ class ClipMeasures:
     reason: str = ""
 
 
-def _frame_geometry(sample_rate: int) -> tuple[int, int]:
-    return max(1, round(FRAME_S * sample_rate)), max(1, round(HOP_S * sample_rate))
-
-
-def frame_powers(wav: np.ndarray, sample_rate: int) -> np.ndarray:
-    """Mean square of each 20 ms frame, hop 10 ms (one frame for shorter audio)."""
-    x = np.asarray(wav, dtype=np.float64)
-    frame, hop = _frame_geometry(sample_rate)
-    if len(x) <= frame:
-        return np.array([np.mean(x**2) if len(x) else 0.0])
-    sums = np.concatenate(([0.0], np.cumsum(x**2)))
-    starts = np.arange(0, len(x) - frame + 1, hop)
-    return (sums[starts + frame] - sums[starts]) / frame
-
-
 def clipping_ratio(wav: np.ndarray) -> float:
     """Fraction of samples in flat runs (>= 3 samples) at the peak magnitude (see the module docstring)."""
     mag = np.abs(np.asarray(wav, dtype=np.float64))
@@ -87,15 +77,6 @@ def clipping_ratio(wav: np.ndarray) -> float:
     return float(runs[runs >= CLIP_RUN].sum() / mag.size)
 
 
-def snr_estimate(powers: np.ndarray) -> float | None:
-    """Percentile SNR estimate in dB from frame powers (None for a silent clip)."""
-    speech = float(np.percentile(powers, SPEECH_PERCENTILE))
-    if speech <= 0:
-        return None
-    noise = max(float(np.percentile(powers, NOISE_PERCENTILE)), POWER_FLOOR)
-    return 10 * math.log10(max(speech - noise, noise * 1e-3) / noise)
-
-
 def edge_silences(powers: np.ndarray, n_samples: int, sample_rate: int) -> tuple[float, float]:
     """Leading and trailing silence in seconds (see the module docstring), from :func:`frame_powers`."""
     duration = n_samples / sample_rate
@@ -106,31 +87,13 @@ def edge_silences(powers: np.ndarray, n_samples: int, sample_rate: int) -> tuple
     loud = np.flatnonzero(levels > threshold)
     if peak <= SILENCE_ABSOLUTE_DBFS or loud.size == 0:
         return duration, duration
-    frame, hop = _frame_geometry(sample_rate)
+    frame, hop = frame_geometry(sample_rate)
     # Frames overlap by half: a sound starting in frame i but not in frame i - 1 starts in frame i's
     # last hop, and one ending in frame j but not in j + 1 ends in frame j's first hop.
     first, last = int(loud[0]), int(loud[-1])
     start = 0 if first == 0 else first * hop + frame - hop
     end = n_samples if last == len(levels) - 1 else last * hop + hop
     return round(min(start, n_samples) / sample_rate, 4), round(max(n_samples - end, 0) / sample_rate, 4)
-
-
-@functools.lru_cache(maxsize=8)
-def _meter(sample_rate: int):
-    import pyloudnorm
-
-    return pyloudnorm.Meter(sample_rate)
-
-
-def integrated_loudness(wav: np.ndarray, sample_rate: int) -> tuple[float | None, str]:
-    """BS.1770-4 integrated loudness in LUFS, or (None, why)."""
-    x = np.asarray(wav, dtype=np.float64)
-    if len(x) < 0.4 * sample_rate:
-        return None, "loudness: shorter than 0.4 s (one BS.1770 gating block)"
-    value = float(_meter(sample_rate).integrated_loudness(x))
-    if not math.isfinite(value):
-        return None, "loudness: silent (every block below the -70 LUFS gate)"
-    return value, ""
 
 
 def measure_wav(wav: np.ndarray, sample_rate: int, file: str | None = None) -> ClipMeasures:

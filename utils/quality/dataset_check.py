@@ -14,8 +14,12 @@ A row is flagged when its transcript disagrees with its text (CER over ``thresho
 :mod:`utils.quality.transcript_check`) or when a measure of its audio is an outlier
 (:func:`utils.quality.audio_measures.flag_outliers`: clipping, very quiet, noisy, long edge silence, or
 far from the rest of the dataset). Flagged rows come worst first: the highest CER first, then the rows
-with the most audio problems. Each clip is decoded once; the user's files are only read. Without a
-transcription model the audio is still measured and ``transcript_reason`` says why there is no CER.
+with the most audio problems. Each clip is decoded once, in a pool of worker processes (utils.data.pool) that
+also predict its naturalness (DistillMOS, utils.quality.naturalness), while this process transcribes; the
+user's files are only read. Without a transcription model the audio is still measured and ``transcript_reason``
+says why there is no CER. Naturalness ranks clips that match their text and still sound wrong (distorted,
+reverberant, noisy): a clip far below the rest is flagged with a suggestion, and ``min_naturalness`` flags every
+clip under it and marks it to be excluded.
 """
 
 from __future__ import annotations
@@ -24,17 +28,19 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
-from utils.audio.io import AudioError, load_audio, resample
+from utils.audio.io import resample
 from utils.constants import MAX_AUDIO_LENGTH
 from utils.data.csv_reader import CsvRow
+from utils.data.pool import ClipPool, PoolStats, TaskFailed
+from utils.data.progress import CountedProgress
 from utils.data.transcription import Transcriber, TranscriberUnavailable
 from utils.quality.asr import transcribe_text
-from utils.quality.audio_measures import ClipMeasures, flag_outliers, measure_wav
+from utils.quality.audio_measures import ClipMeasures, flag_outliers
+from utils.quality.clip_check import WHISPER_RATE, ClipCheck, ClipCheckSettings, check_clip
 from utils.quality.intelligibility import cer
+from utils.quality.naturalness_flags import flag_naturalness
 from utils.quality.transcript_check import DEFAULT_THRESHOLD
 from utils.text.languages import whisper_language
-
-WHISPER_RATE = 16000
 
 Progress = Callable[[int, int, str], None]
 
@@ -52,6 +58,8 @@ class RowCheck:
     cer: float | None = None
     measures: ClipMeasures | None = None
     problems: list[str] = field(default_factory=list)
+    naturalness: float | None = None  # predicted MOS (DistillMOS), 1 bad .. 5 excellent
+    suggest_exclude: bool = False  # under the naturalness threshold: the table ticks its exclude box
 
     @property
     def flagged(self) -> bool:
@@ -68,6 +76,9 @@ class DatasetCheck:
     threshold: float
     transcript_reason: str = ""  # why no row has a transcript (no transcription model)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (audio_file, why it could not be read)
+    naturalness_median: float | None = None
+    suggestion: str = ""  # clips far below the rest on naturalness, and the threshold that excludes them
+    work: PoolStats = field(default_factory=PoolStats)  # the worker processes that decoded and measured
 
     def summary(self) -> str:
         lines = [
@@ -76,6 +87,10 @@ class DatasetCheck:
         ]
         if self.transcript_reason:
             lines.append(f"Transcripts not checked: {self.transcript_reason}")
+        if self.naturalness_median is not None:
+            lines.append(f"Naturalness (predicted MOS, 1-5): median {self.naturalness_median:.2f}.")
+        if self.suggestion:
+            lines.append(self.suggestion)
         if self.skipped:
             lines.append(
                 f"{len(self.skipped)} clip(s) could not be read: {self.skipped[0][0]} ({self.skipped[0][1]})"
@@ -105,17 +120,18 @@ class _Transcripts:
         return None
 
 
-def _check_row(row: CsvRow, transcripts: _Transcripts, language: str | None, threshold: float) -> RowCheck:
-    wav, rate = load_audio(row.audio_location, None)
+def _row_check(row: CsvRow, clip: ClipCheck, transcripts: _Transcripts, language: str | None, threshold: float):
     record = RowCheck(
         row.csv_file,
         row.line,
         row.audio_file,
         row.audio_location,
         row.text,
-        measures=measure_wav(wav, rate, file=row.audio_file),
+        measures=clip.measures,
+        naturalness=clip.naturalness,
     )
-    record.transcript = transcripts(wav, rate)
+    if clip.wav16k is not None:
+        record.transcript = transcripts(clip.wav16k, WHISPER_RATE)
     if record.transcript is not None:
         record.cer = cer(row.text, record.transcript, language)
         if record.cer > threshold:
@@ -132,27 +148,43 @@ def check_rows(
     total: int | None = None,
     progress: Progress | None = None,
     no_transcriber_reason: str | None = None,
+    naturalness: bool = True,
+    min_naturalness: float | None = None,
+    workers: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> DatasetCheck:
     """Check rows (see the module docstring); `total` (else len(rows)) is passed to `progress(done, total, message)`;
-    `no_transcriber_reason` says why `transcriber` is None (e.g. from asr.transcriber_or_reason)."""
+    `no_transcriber_reason` says why `transcriber` is None (e.g. from asr.transcriber_or_reason).
+    Clips are decoded, measured and scored (`naturalness`: DistillMOS) by `workers` processes (None: every core)
+    while this process transcribes; `min_naturalness` flags the clips under it and suggests excluding them."""
     if threshold < 0:
         raise ValueError(f"threshold is a CER (0 = identical, 1 = all wrong); got {threshold}.")
+    if min_naturalness is not None and not 1.0 <= min_naturalness <= 5.0:
+        raise ValueError(f"min_naturalness is a predicted MOS from 1 to 5; got {min_naturalness}.")
     if total is None and hasattr(rows, "__len__"):
         total = len(rows)  # type: ignore[arg-type]
     transcripts = _Transcripts(transcriber, language, no_transcriber_reason)
+    settings = ClipCheckSettings(naturalness=naturalness, transcribe=transcriber is not None)
+    pool = ClipPool(workers, should_stop=should_stop)
+    counter = CountedProgress(progress, total, "checked")
     checked: list[RowCheck] = []
     skipped: list[tuple[str, str]] = []
-    for done, row in enumerate(rows, start=1):
-        try:
-            checked.append(_check_row(row, transcripts, language, threshold))
-        except AudioError as exc:  # changed or removed since it was validated
-            skipped.append((row.audio_file, str(exc)))
-        if progress is not None:
-            progress(done, total or done, f"checked {os.path.basename(row.audio_location)}")
+    for done, (row, clip) in enumerate(pool.map(check_clip, rows, shared=settings, total=total), start=1):
+        if isinstance(clip, TaskFailed):  # its worker died, or a measure failed on it
+            skipped.append((row.audio_file, clip.reason))
+        elif clip.error:  # changed or removed since it was validated
+            skipped.append((row.audio_file, clip.error))
+        else:
+            checked.append(_row_check(row, clip, transcripts, language, threshold))
+        counter(done, os.path.basename(row.audio_location))
     for outlier in flag_outliers([r.measures for r in checked]):
         checked[outlier.index].problems.extend(outlier.reasons)
-    flagged = sorted((r for r in checked if r.flagged), key=lambda r: (-(r.cer or 0.0), -len(r.problems)))
-    return DatasetCheck(flagged, len(checked), threshold, transcripts.reason, skipped)
+    median, suggestion = flag_naturalness(checked, min_naturalness)
+    flagged = sorted(
+        (r for r in checked if r.flagged),
+        key=lambda r: (-(r.cer or 0.0), -len(r.problems), r.naturalness if r.naturalness is not None else 5.0),
+    )
+    return DatasetCheck(flagged, len(checked), threshold, transcripts.reason, skipped, median, suggestion, pool.stats)
 
 
 def check_dataset(
@@ -166,12 +198,27 @@ def check_dataset(
     progress: Progress | None = None,
     no_transcriber_reason: str | None = None,
     audio_roots: Iterable[str | os.PathLike] | None = None,
+    naturalness: bool = True,
+    min_naturalness: float | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    workers: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> DatasetCheck:
     """Validate the dataset (read-only), then check its usable rows, train and eval (see the module docstring).
-    `audio_roots`: folders the audio must lie in (the web app's confinement), as `validate_dataset` takes it."""
+    `audio_roots`: folders the audio must lie in (the web app's confinement), as `validate_dataset` takes it;
+    `cache_dir`: validate_dataset's check cache (an unchanged dataset is not validated again)."""
     from utils.data.validation import validate_dataset
 
-    report = validate_dataset(train_csv, eval_csv, language, max_audio_length, audio_roots=audio_roots)
+    report = validate_dataset(
+        train_csv,
+        eval_csv,
+        language,
+        max_audio_length,
+        audio_roots=audio_roots,
+        cache_dir=cache_dir,
+        workers=workers,
+        should_stop=should_stop,
+    )
     rows = (row for _, row, _ in report.iter_usable_splits())
     return check_rows(
         rows,
@@ -181,4 +228,8 @@ def check_dataset(
         total=report.rows_usable,
         progress=progress,
         no_transcriber_reason=no_transcriber_reason,
+        naturalness=naturalness,
+        min_naturalness=min_naturalness,
+        workers=workers,
+        should_stop=should_stop,
     )

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from utils.data.check_cache import cache_folder
 from utils.data.validation import DatasetReport, validate_dataset
 from utils.device.gpu import detect_gpu
 from utils.device.memory import format_memory_stats
@@ -141,6 +142,9 @@ class TrainingRun:
             self.args.max_audio_length,
             seed=self.args.seed,
             audio_roots=self.audio_roots,
+            # Checked once: an unchanged dataset (a resume, a second run, the page's Check) is not decoded again.
+            cache_dir=cache_folder(self.args.output_path),
+            should_stop=self.should_stop,
             **options,
         )
         raise_if_unusable(report, self.args.min_usable_rows)

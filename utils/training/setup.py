@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from trainer import TrainerArgs
 from TTS.config.shared_configs import BaseDatasetConfig
@@ -16,7 +17,7 @@ from TTS.tts.configs.xtts_config import XttsAudioConfig
 from TTS.tts.layers.xtts.trainer.gpt_trainer import GPTArgs, GPTTrainerConfig
 
 from utils.constants import MAX_CONDITIONING_SAMPLES, MAX_TEXT_TOKENS, MIN_CONDITIONING_SAMPLES
-from utils.data.validation import DatasetReport
+from utils.data.validation import MAX_EVAL_ROWS, DatasetReport
 from utils.device.gpu import detect_gpu
 from utils.files import read_json, write_json_atomic
 from utils.model.base_models import BaseModel
@@ -108,7 +109,17 @@ def training_samples(report: DatasetReport, frontend: TextFrontEnd) -> Samples:
         )
         if split == "train":
             samples.train_durations.append((row.audio_location, duration))
+    samples.eval[:] = bounded_eval(samples.eval)
     return samples
+
+
+def bounded_eval(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """At most MAX_EVAL_ROWS eval rows, evenly spread over a longer eval CSV: every eval-loss pass runs over
+    all of them (the held-out split is capped alike when it is drawn: utils.data.validation)."""
+    if len(rows) <= MAX_EVAL_ROWS:
+        return rows
+    picks = np.unique(np.linspace(0, len(rows) - 1, MAX_EVAL_ROWS).round().astype(int))
+    return [rows[i] for i in picks]
 
 
 def _num_workers(requested: int) -> int:
