@@ -68,11 +68,11 @@ class Timeline:
 
 def instrument(timeline: Timeline) -> None:
     """Timers on the product's own functions (the names train_gpt's modules call them by)."""
+    import utils.training.loop.setup as setup
     import utils.training.run as run
-    import utils.training.setup as setup
-    from utils.training.checkpoints import CheckpointWriter
-    from utils.training.gpt_model import FineTuneGPTTrainer
-    from utils.training.trainer import FineTuneTrainer
+    from utils.training.checkpointing.checkpoints import CheckpointWriter
+    from utils.training.loop.gpt_model import FineTuneGPTTrainer
+    from utils.training.loop.trainer import FineTuneTrainer
 
     for owner, attribute, label in (
         (run, "validate_dataset", "dataset validation"),

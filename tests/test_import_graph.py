@@ -180,12 +180,19 @@ def test_the_graph_sees_function_level_imports_and_finds_circles(tmp_path):
     source.write_text(
         "from utils.memory_plan import tracker\n"
         "def f():\n"
-        "    from utils.training.setup import build_training_setup\n"
+        "    from utils.training.loop.setup import build_training_setup\n"
         "    import webui.form\n"
     )
     known = project_files()
     found = imported_modules("utils.memory_plan.trace", source, known)
-    assert found == {"utils.memory_plan.tracker", "utils.training", "utils.training.setup", "webui", "webui.form"}
+    assert found == {
+        "utils.memory_plan.tracker",
+        "utils.training",
+        "utils.training.loop",
+        "utils.training.loop.setup",
+        "webui",
+        "webui.form",
+    }
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset({"a", "b", "c"})]
 
 

@@ -16,9 +16,9 @@ from utils.options.arguments import TrainArguments
 from utils.options.input_files import check_input_files
 from utils.options.optimizations import TrainingOptimizer
 from utils.quality.asr import clear_transcriber_cache, scoring_note
-from utils.training.batching import optimizer_steps_per_epoch, steps_per_epoch
-from utils.training.records import QualityRecord
-from utils.training.run_record import load_run
+from utils.training.inputs.batching import optimizer_steps_per_epoch, steps_per_epoch
+from utils.training.recording.records import QualityRecord
+from utils.training.recording.run_record import load_run
 from webui import base_model_view, fit_gpu_view, form, live_view, quality_view, run_view, voice_view
 from webui.context import GPU_QUEUE, UIContext
 from webui.form_spec import ADVANCED, DATA, GROUPS, MODEL, QUALITY, SCHEDULE, SPEED
@@ -54,7 +54,7 @@ def plan_markdown(*values: Any) -> str:
     except ValueError as exc:
         return f"#### What will be applied\n{shown(exc)}"
     text = "#### What will be applied\n" + TrainingOptimizer.from_arguments(args).plan().to_markdown()
-    if args.lora_rank:  # applied when the model is built (utils.training.lora), so not in the optimizer's plan
+    if args.lora_rank:  # applied when the model is built (utils.training.loop.lora), so not in the optimizer's plan
         text += f"\n- **LoRA**: rank {args.lora_rank}: the GPT frozen, low-rank adapters on its blocks trained"
     return text
 

@@ -70,7 +70,7 @@ def test_the_generation_batch_is_the_planners_on_a_gpu_and_all_rows_on_a_cpu():
     would raise the run's peak above its step); a CPU run, or one that scores nothing, generates them all at once."""
     from tests.helpers import simulated_gpu
     from utils.memory_plan.planner import estimate_gpt_memory
-    from utils.training.auto_batch import plan_generation_batch
+    from utils.training.loop.auto_batch import plan_generation_batch
 
     args = TrainArguments(version="v2.0.2", batch_size=2, grad_acumm=1, lora_rank=16, quality_eval=3)
     clips = [11.0] * 6

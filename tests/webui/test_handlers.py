@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import children_working, digests, wait_until, write_clip, write_dataset
 from utils.options.arguments import TrainArguments
-from utils.training.run_record import RunStatus
+from utils.training.recording.run_record import RunStatus
 from webui import run_view
 from webui.context import UIContext
 from webui.dataset_handlers import validate_handler

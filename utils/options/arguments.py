@@ -191,7 +191,7 @@ class TrainArguments:
         maximum=50_000,
     )
     print_step: int = option(10, "Print the trainer's progress every this many steps.", minimum=1, maximum=1_000_000)
-    # Measured quality (utils.training.quality_eval, utils.training.best_checkpoint).
+    # Measured quality (utils.training.evaluation.quality_eval, utils.training.evaluation.best_checkpoint).
     quality_eval: int = option(
         3,
         "Held-out eval sentences spoken with the current weights and scored at each evaluation (0 = off): CER/WER "
@@ -263,7 +263,7 @@ class TrainArguments:
         "default: unmeasured on a GPU so far, and no faster on a CPU (1.01x); benchmarks/gpu_table.py measures it.",
     )
 
-    # LoRA (utils.training.lora): adapters on the GPT2 blocks instead of training the whole GPT.
+    # LoRA (utils.training.loop.lora): adapters on the GPT2 blocks instead of training the whole GPT.
     lora_rank: int = option(
         0,
         "LoRA rank: 0 fine-tunes the whole GPT; 8-64 trains low-rank adapters on the GPT blocks instead (PEFT), with "

@@ -30,31 +30,35 @@ from utils.options.arguments import TrainArguments
 from utils.options.input_files import check_input_files
 from utils.text.frontend import TextFrontEnd
 from utils.text.languages import canonical_language
-from utils.training import distributed
-from utils.training.advice import out_of_memory_advice, planner_suggestion
-from utils.training.auto_batch import plan_generation_batch, probe_batch_size
-from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
-from utils.training.checkpoints import DiskFull, newest_checkpoint
+from utils.training.checkpointing.checkpoints import DiskFull, newest_checkpoint
+from utils.training.checkpointing.finish_export import EXPORT_ONLY_MESSAGE, export_pending, finish_without_training
+from utils.training.checkpointing.resume_checks import check_resume, checkpoint_steps
 from utils.training.controls import StopFlag, torch_settings_restored
-from utils.training.data_parallel import join_training
-from utils.training.finish_export import EXPORT_ONLY_MESSAGE, export_pending, finish_without_training
-from utils.training.inference_search import choose_inference_settings
-from utils.training.input_checks import (
+from utils.training.evaluation.best_checkpoint import CheckpointChoice, checkpoint_choice
+from utils.training.evaluation.inference_search import choose_inference_settings
+from utils.training.evaluation.verdict import run_verdict
+from utils.training.inputs import ddp_data
+from utils.training.inputs.input_checks import (
     check_checkpoint_file,
     check_clip_length,
     check_output_path,
     raise_if_unusable,
     resume_point,
 )
-from utils.training.lora import LoraSettings, export_adapter
-from utils.training.metrics import MetricsLogger
-from utils.training.oom import OutOfMemoryLog, resumed_micro_batch
-from utils.training.outcome import RunOutput
-from utils.training.phase_times import EXPORT, INFERENCE_SEARCH, PhaseTimes
+from utils.training.inputs.text_checks import text_check_options
+from utils.training.loop.advice import out_of_memory_advice, planner_suggestion
+from utils.training.loop.auto_batch import plan_generation_batch, probe_batch_size, resolve_batch
+from utils.training.loop.lora import LoraSettings, export_adapter
+from utils.training.loop.oom import OutOfMemoryLog, resumed_micro_batch
+from utils.training.loop.setup import TrainingSetup, build_training_setup
 from utils.training.rank_run import train_beside_rank_zero
-from utils.training.records import RunRecord, StatusRecord
-from utils.training.resume_checks import check_resume, checkpoint_steps
-from utils.training.run_record import (
+from utils.training.ranks import distributed
+from utils.training.ranks.data_parallel import join_training
+from utils.training.recording.metrics import MetricsLogger
+from utils.training.recording.outcome import RunOutput
+from utils.training.recording.phase_times import EXPORT, INFERENCE_SEARCH, PhaseTimes
+from utils.training.recording.records import RunRecord, StatusRecord
+from utils.training.recording.run_record import (
     DATASET_REPORT_FILE,
     DROPPED_ROWS_FILE,
     METRICS_FILE,
@@ -69,11 +73,8 @@ from utils.training.run_record import (
     update_run,
     write_run,
 )
-from utils.training.setup import TrainingSetup, build_training_setup
-from utils.training.spec import RunSpec, resolve_batch
-from utils.training.tensorboard_log import TensorBoardMirror
-from utils.training.text_checks import text_check_options
-from utils.training.verdict import run_verdict
+from utils.training.recording.spec import RunSpec
+from utils.training.recording.tensorboard_log import TensorBoardMirror
 
 SUPERSEDED_METRICS_FILE = "metrics.superseded.jsonl"  # records of steps a resume trains again
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -174,7 +175,7 @@ class TrainingRun:
         )
         if generation_choice:
             print(generation_choice, flush=True)
-        steps_per_epoch = distributed.steps_per_epoch(report.train_count, self.args.batch_size)
+        steps_per_epoch = ddp_data.steps_per_epoch(report.train_count, self.args.batch_size)
         self.dataset_fingerprint = report.fingerprint()
         self.micro_batch = resumed_micro_batch(self.resume_dir, self.args.batch_size)
         if self.resume_dir is not None and self.resume_point is not None:
@@ -263,7 +264,7 @@ class TrainingRun:
 
     def _metrics_logger(self, train_rows: int, tensorboard: TensorBoardMirror | None) -> MetricsLogger:
         assert self.run_dir is not None
-        steps_per_epoch = distributed.steps_per_epoch(train_rows, self.args.batch_size)
+        steps_per_epoch = ddp_data.steps_per_epoch(train_rows, self.args.batch_size)
         return MetricsLogger(
             self.run_dir / METRICS_FILE,
             batch_size=self.args.batch_size * len(self.ranks),
@@ -507,8 +508,9 @@ class TrainingRun:
         return RunOutput(self.run_dir, ready, checkpoint)
 
     def _choose_inference(self, ready: Path, status: RunStatus) -> dict[str, Any]:
-        """Sampling settings measured on the ready/ voice, written into it (utils.training.inference_search), but not
-        after a Ctrl-C (the user wants the prompt back); what run.json keeps of them: the settings and their source."""
+        """Sampling settings measured on the ready/ voice, written into it
+        (utils.training.evaluation.inference_search), but not after a Ctrl-C (the user wants the prompt back); what
+        run.json keeps of them: the settings and their source."""
         searching = self.phase_times.clock()
         choice = self.choice
         record = choose_inference_settings(
