@@ -68,6 +68,7 @@ class Timeline:
 
 def instrument(timeline: Timeline) -> None:
     """Timers on the product's own functions (the names train_gpt's modules call them by)."""
+    import utils.training.ending as ending
     import utils.training.loop.setup as setup
     import utils.training.run as run
     from utils.training.checkpointing.checkpoints import CheckpointWriter
@@ -87,7 +88,7 @@ def instrument(timeline: Timeline) -> None:
         (FineTuneTrainer, "eval_step", "eval step"),
         (CheckpointWriter, "save", "full checkpoint written"),
         (CheckpointWriter, "save_best", "best model written"),
-        (run, "export_ready", "ready/ exported"),
+        (ending, "export_ready", "ready/ exported"),
     ):
         timeline.wrap(owner, attribute, label)
 

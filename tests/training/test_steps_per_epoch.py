@@ -12,7 +12,7 @@ from utils.options.arguments import TrainArguments
 from utils.training.inputs import ddp_data
 from utils.training.inputs.batching import LengthGroupedBatchSampler, optimizer_steps_per_epoch, steps_per_epoch
 from utils.training.loop.setup import lr_milestones
-from webui.train_tab import batch_markdown
+from webui.plan_view import batch_markdown
 
 
 @pytest.mark.parametrize("rows, batch, ranks", [(10, 4, 1), (10, 4, 2), (7, 3, 3), (1, 8, 1), (100, 1, 4)])

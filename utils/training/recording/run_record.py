@@ -26,7 +26,8 @@ import psutil
 
 from utils.files import read_json, write_json_atomic
 from utils.training.recording.checkpoint_files import checkpoints
-from utils.training.recording.records import Record, RunRecord, to_json_value
+from utils.training.recording.record_schema import Record, to_json_value
+from utils.training.recording.records import RunRecord
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
@@ -192,3 +193,21 @@ def create_run_dir(output_path: str | os.PathLike, name: str) -> Path:
         except FileExistsError:
             continue
     raise RuntimeError(f"Could not create a new run folder for {name!r} in {root}.")
+
+
+def changed_arguments(before: dict[str, Any], now: dict[str, Any]) -> dict[str, list[Any]]:
+    """{option: [before, now]} for what a resume changed on purpose (resume_from itself excluded)."""
+    if not before:
+        return {}
+    return {k: [before.get(k), v] for k, v in now.items() if k != "resume_from" and before.get(k) != v}
+
+
+def history_entry(previous: RunRecord) -> dict[str, Any]:
+    """What run.json `history` keeps of an earlier session of a resumed run."""
+    return {
+        "started": previous.started,
+        "finished": previous.finished,
+        "status": previous.status,
+        "steps_done": previous.steps_done,
+        "arguments": previous.arguments,
+    }
