@@ -28,6 +28,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from utils.constants import PROJECT_ROOT
 from utils.device.selection import check_devices_present, parse_devices, physical_gpu_ids
 from utils.files import JsonlFollower, read_json
 from utils.options.arguments import TrainArguments
@@ -57,7 +58,6 @@ from utils.training.recording.spec import (
     request_stop,
 )
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 _END_GRACE_SECONDS = 60  # after SIGTERM, torchrun gives its workers 30 s before SIGKILL
 
 
@@ -144,7 +144,7 @@ def _run_folder(args: TrainArguments, run_dir: str | os.PathLike | None) -> tupl
 
 def _worker_env(devices: list[str]) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
     env[LAUNCHER_ENV] = json.dumps(process_identity())
     env["PYTHONUNBUFFERED"] = "1"
     # The ranks share the cores (torchrun would set 1 thread per rank, with a warning).
