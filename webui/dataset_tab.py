@@ -57,7 +57,7 @@ def _sources_section() -> dict[str, Any]:
         ui["max_seconds"] = form.create_component("max_audio_length", render=True, elem_id="dataset-max-seconds")
         ui["validate"] = gr.Button("Check dataset", variant="primary")
     with gr.Accordion("Upload a zip (audio + metadata CSV)", open=False):
-        ui["zip_upload"] = gr.File(label="Dataset zip", file_types=[".zip"], type="filepath")
+        ui["zip_upload"] = gr.File(label="Dataset zip", file_types=[".zip"], type="filepath", elem_id="zip-upload")
         ui["zip_button"] = gr.Button("Extract and check")
     with gr.Accordion("Long recordings: cut on silence and transcribe (faster-whisper)", open=False):
         ui["recordings"] = gr.File(label="Recordings", file_count="multiple", file_types=["audio"], type="filepath")

@@ -222,15 +222,18 @@ def _progress_section() -> dict[str, Any]:
         elem_id="quality-table",
         column_widths=quality_view.QUALITY_COLUMN_WIDTHS,
     )
-    ui["best_info"] = gr.Markdown(elem_id="quality-best")
-    ui["voice_info"] = gr.Markdown(elem_id="quality-voice")
-    ui["quality_plot"] = gr.HTML(
-        voice_view.quality_plot([]),
-        label="Measured quality over steps (step 0: the base model)",
-        show_label=True,
-        container=True,
-        elem_id="quality-plot",
-    )
+    # The plot at the live plots' size, beside what it shows in words (a full-width SVG would be ~900 px tall).
+    with gr.Row(equal_height=False):
+        ui["quality_plot"] = gr.HTML(
+            voice_view.quality_plot([]),
+            label="Measured quality over steps (step 0: the base model)",
+            show_label=True,
+            container=True,
+            elem_id="quality-plot",
+        )
+        with gr.Column():
+            ui["best_info"] = gr.Markdown(elem_id="quality-best")
+            ui["voice_info"] = gr.Markdown(elem_id="quality-voice")
     with gr.Row():
         ui["quality_players"] = [
             gr.Audio(visible=False, interactive=False, elem_id=f"quality-clip-{i}") for i in range(QUALITY_PLAYERS)

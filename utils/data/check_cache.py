@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +47,15 @@ CHUNK = 1 << 20
 def cache_folder(output_dir: str | os.PathLike) -> Path:
     """Where the checks of datasets used from an output folder are kept."""
     return Path(output_dir).expanduser() / CACHE_FOLDER
+
+
+def remove_from_new_output(output_dir: str | os.PathLike) -> None:
+    """After a refused run whose call created `output_dir`: its check's cache goes, then the folder if empty, so a
+    refusal leaves no output folder behind."""
+    output = Path(output_dir).expanduser()
+    shutil.rmtree(cache_folder(output), ignore_errors=True)
+    with contextlib.suppress(OSError):
+        output.rmdir()
 
 
 def cache_file(cache_dir: str | os.PathLike, csv_paths: list[Path]) -> Path:

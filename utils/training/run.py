@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from utils.data.check_cache import cache_folder
+from utils.data.check_cache import cache_folder, remove_from_new_output
 from utils.data.validation import DatasetReport, validate_dataset
 from utils.device.gpu import detect_gpu
 from utils.device.memory import format_memory_stats
@@ -131,6 +131,16 @@ class TrainingRun(RunEnding):
 
     # --- before any folder or model exists ------------------------------------------------------------
     def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
+        output = Path(self.args.output_path).expanduser()
+        created = not output.exists()
+        try:
+            return self._check_inputs()
+        except BaseException:
+            if created:  # the check's cache made it
+                remove_from_new_output(output)
+            raise
+
+    def _check_inputs(self) -> tuple[BaseModel, DatasetReport]:
         if self.args.custom_model:
             check_checkpoint_file(Path(self.args.custom_model).expanduser(), "custom_model")
         models_dir = self.args.models_dir or None
@@ -145,7 +155,8 @@ class TrainingRun(RunEnding):
             seed=self.args.seed,
             audio_roots=self.audio_roots,
             # Checked once: an unchanged dataset (a resume, a second run, the page's Check) is not decoded again.
-            cache_dir=cache_folder(self.args.output_path),
+            # Rank 0 alone writes the cache: another rank's write could follow rank 0's removal after a refusal.
+            cache_dir=cache_folder(self.args.output_path) if distributed.is_main_process() else None,
             should_stop=self.should_stop,
             **options,
         )

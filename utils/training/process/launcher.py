@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.constants import PROJECT_ROOT
+from utils.data.check_cache import remove_from_new_output
 from utils.device.selection import check_devices_present, parse_devices, physical_gpu_ids
 from utils.files import JsonlFollower, read_json
 from utils.options.arguments import TrainArguments
@@ -76,6 +77,7 @@ def launch(
         import torch
 
         check_devices_present(devices, torch.cuda.device_count())
+    output_is_new = not Path(args.output_path).expanduser().exists()
     folder, created = _run_folder(args, run_dir)
     try:
         for stale in (RESULT_FILE, ddp_worker.REFUSED_FILE, ddp_worker.FAILURE_FILE):
@@ -126,6 +128,8 @@ def launch(
     finally:
         if created and not (folder / RUN_FILE).is_file():
             shutil.rmtree(folder, ignore_errors=True)  # refused before the run began: no folder is left
+            if output_is_new:
+                remove_from_new_output(args.output_path)
 
 
 def _run_folder(args: TrainArguments, run_dir: str | os.PathLike | None) -> tuple[Path, bool]:
