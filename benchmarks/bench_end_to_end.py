@@ -1,7 +1,7 @@
 """End to end: one whole `train_gpt` run, from the call to `ready/`, on a realistic small dataset, and where its
 wall time goes: startup, data, training steps, eval loss, scored evaluation, saves, export.
 
-The split is the run's own record: run.json `timings` (utils.training.phase_times: exclusive seconds per
+The split is the run's own record: run.json `timings` (utils.training.recording.phase_times: exclusive seconds per
 phase of the training thread, plus the background scoring that overlaps them), cross-checked against
 metrics.jsonl (each step's step_time and loader_time, each scored evaluation's seconds). Nothing of the
 product is wrapped or patched here.

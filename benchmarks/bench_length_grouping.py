@@ -5,7 +5,7 @@ distribution, since no corpus is downloaded here). Per clip the GPT sees ~21.5 a
 code stride 1024) and ~6.5 text tokens per second (about 15 read characters a second, BPE). A batch is padded to
 its longest clip in both, which is the padding counted here: the share of the batch's GPT positions
 (text + audio codes) that are padding, over one whole epoch of the product's batch sampler
-(utils.training.batching.LengthGroupedBatchSampler) with grouping off and on.
+(utils.training.inputs.batching.LengthGroupedBatchSampler) with grouping off and on.
 
 samples/s: the product's training path, not a stand-in. train_gpt's setup (coqui's GPTTrainer with the DVAE and
 the conditioning encoder, train_gpt's CPU defaults: checkpointing, SDPA, leaner steps; coqui's Trainer and AdamW)
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_common as common
 import torch
 
-from utils.training.batching import LengthGroupedBatchSampler, padding_share
+from utils.training.inputs.batching import LengthGroupedBatchSampler, padding_share
 
 CODES_PER_SECOND = 22050 / 1024
 TEXT_TOKENS_PER_SECOND = 6.5
@@ -99,7 +99,7 @@ def build_setup(opts: argparse.Namespace, work: Path, durations: list[float]) ->
     from bench_row import Row
     from bench_row import build_setup as product_setup
 
-    from utils.training.step_measure import build_model_folder
+    from utils.training.evaluation.step_measure import build_model_folder
 
     size = f"gpt-{opts.layers}x{opts.width}x{opts.heads}"
     build_model_folder(opts.model_dir / size, opts.layers, opts.width, opts.heads, opts.model_dir)

@@ -37,8 +37,8 @@ from utils.quality.asr import bundled_whisper_dir
 from utils.quality.babble import SpeakingPace
 from utils.quality.probes import probes_for
 from utils.text.frontend import TextFrontEnd
-from utils.training.probe_eval import ProbeRow
-from utils.training.quality_eval import EvalSentence, QualityEvaluator
+from utils.training.evaluation.probe_eval import ProbeRow
+from utils.training.evaluation.quality_eval import EvalSentence, QualityEvaluator
 
 
 def evaluators(folder: Path, sentences: int, seconds: float, cap: int) -> dict[str, QualityEvaluator]:

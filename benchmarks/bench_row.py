@@ -90,7 +90,7 @@ def skip_reason(row: Row, device: str) -> str:
 def patch_optimizer(row: Row) -> None:
     """Make the product's build_model apply the row's TrainingOptimizer (its leaner_steps is not an argument
     of train_gpt), plus one leaner saving alone for the breakdown rows."""
-    import utils.training.setup as setup_module
+    import utils.training.loop.setup as setup_module
     from utils.options import optimizations as o
 
     class RowOptimizer(o.TrainingOptimizer):
@@ -116,9 +116,9 @@ def build_setup(row: Row, opts: argparse.Namespace, run_root: Path) -> Any:
     from utils.model.base_models import ensure_base_model
     from utils.options.arguments import TrainArguments
     from utils.text.frontend import TextFrontEnd
-    from utils.training.metrics import MetricsLogger
-    from utils.training.run_record import METRICS_FILE, create_run_dir
-    from utils.training.setup import build_training_setup
+    from utils.training.loop.setup import build_training_setup
+    from utils.training.recording.metrics import MetricsLogger
+    from utils.training.recording.run_record import METRICS_FILE, create_run_dir
 
     patch_optimizer(row)
     args = TrainArguments(
@@ -246,7 +246,7 @@ def count_flops(step: Callable[[dict[str, Any]], Any], batch: dict[str, Any]) ->
 
 def measure(row: Row, opts: argparse.Namespace, setup: Any, batch_size: int | None = None) -> dict[str, Any]:
     """Warm up, time, and take the peak of one row's built setup (at `batch_size` clips, default opts.batch)."""
-    from utils.training.step_measure import measure_cpu_step, model_and_optimizer_tensors, resident_bytes
+    from utils.training.evaluation.step_measure import measure_cpu_step, model_and_optimizer_tensors, resident_bytes
 
     trainer, model = setup.trainer, setup.trainer.model
     cuda = trainer.use_cuda

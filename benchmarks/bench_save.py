@@ -25,7 +25,7 @@ import bench_common as common
 import torch
 from bench_adamw import parameters
 
-from utils.training.checkpoints import CheckpointWriter
+from utils.training.checkpointing.checkpoints import CheckpointWriter
 
 
 def trainer_of(millions: float) -> SimpleNamespace:

@@ -68,11 +68,12 @@ class Timeline:
 
 def instrument(timeline: Timeline) -> None:
     """Timers on the product's own functions (the names train_gpt's modules call them by)."""
+    import utils.training.ending as ending
+    import utils.training.loop.setup as setup
     import utils.training.run as run
-    import utils.training.setup as setup
-    from utils.training.checkpoints import CheckpointWriter
-    from utils.training.gpt_model import FineTuneGPTTrainer
-    from utils.training.trainer import FineTuneTrainer
+    from utils.training.checkpointing.checkpoints import CheckpointWriter
+    from utils.training.loop.gpt_model import FineTuneGPTTrainer
+    from utils.training.loop.trainer import FineTuneTrainer
 
     for owner, attribute, label in (
         (run, "validate_dataset", "dataset validation"),
@@ -87,7 +88,7 @@ def instrument(timeline: Timeline) -> None:
         (FineTuneTrainer, "eval_step", "eval step"),
         (CheckpointWriter, "save", "full checkpoint written"),
         (CheckpointWriter, "save_best", "best model written"),
-        (run, "export_ready", "ready/ exported"),
+        (ending, "export_ready", "ready/ exported"),
     ):
         timeline.wrap(owner, attribute, label)
 

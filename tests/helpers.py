@@ -110,9 +110,9 @@ def tiny_training_setup(tiny_base, tmp_path: Path, name: str, **arguments):
     from utils.data.validation import validate_dataset
     from utils.options.arguments import TrainArguments
     from utils.text.frontend import TextFrontEnd
-    from utils.training.metrics import MetricsLogger
-    from utils.training.run_record import create_run_dir
-    from utils.training.setup import build_training_setup
+    from utils.training.loop.setup import build_training_setup
+    from utils.training.recording.metrics import MetricsLogger
+    from utils.training.recording.run_record import create_run_dir
 
     csv_path = write_dataset(tmp_path / "data", n=6)
     base = {"num_epochs": 1, "batch_size": 2, "num_workers": 0}

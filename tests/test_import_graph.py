@@ -1,4 +1,5 @@
-"""No import circle between the project's files or packages, and the memory planner below training.
+"""No import circle between the project's files or packages, the memory planner below training, and the rooms of
+utils.training in their order (docs/architecture.md).
 
 Every .py under utils/ and webui/ (and app.py) is parsed with `ast`; every import counts, at module level and
 inside functions alike (an import inside a function hides a circle from Python, not from a reader). An import
@@ -25,6 +26,18 @@ KNOWN_FILE_CYCLES: set[frozenset[str]] = set()
 KNOWN_PACKAGE_CYCLES: set[frozenset[str]] = set()
 KNOWN_UPWARD_IMPORTS: set[tuple[str, str]] = set()
 PLANNER = "utils.memory_plan"
+# The rooms of utils.training, top to bottom (docs/architecture.md): a module imports from its own room and those
+# below it, never from one above. "utils.training" itself is the recipe (run.py, ending.py, rank_run.py, controls.py).
+TRAINING_LAYERS = (
+    "utils.training.process",
+    "utils.training",
+    "utils.training.evaluation",
+    "utils.training.loop",
+    "utils.training.inputs",
+    "utils.training.checkpointing",
+    "utils.training.recording",
+    "utils.training.ranks",
+)
 ABOVE_PLANNER = ("utils.training", "utils.gpt_train", "utils.cli", "webui", "app")
 
 
@@ -180,12 +193,19 @@ def test_the_graph_sees_function_level_imports_and_finds_circles(tmp_path):
     source.write_text(
         "from utils.memory_plan import tracker\n"
         "def f():\n"
-        "    from utils.training.setup import build_training_setup\n"
+        "    from utils.training.loop.setup import build_training_setup\n"
         "    import webui.form\n"
     )
     known = project_files()
     found = imported_modules("utils.memory_plan.trace", source, known)
-    assert found == {"utils.memory_plan.tracker", "utils.training", "utils.training.setup", "webui", "webui.form"}
+    assert found == {
+        "utils.memory_plan.tracker",
+        "utils.training",
+        "utils.training.loop",
+        "utils.training.loop.setup",
+        "webui",
+        "webui.form",
+    }
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset({"a", "b", "c"})]
 
 
@@ -216,3 +236,46 @@ def test_known_upward_imports_still_exist():
     graph = file_graph()
     gone = {edge for edge in KNOWN_UPWARD_IMPORTS if edge[1] not in graph.get(edge[0], set())}
     assert not gone, f"remove these from KNOWN_UPWARD_IMPORTS, they are gone: {sorted(gone)}"
+
+
+def against_the_layers(graph: dict[str, set[str]], layers: tuple[str, ...] = TRAINING_LAYERS) -> list[str]:
+    """The package imports `a -> b` between two of `layers` where b stands above a, as 'a -> b'."""
+    height = {name: index for index, name in enumerate(layers)}
+    return sorted(
+        f"{source} -> {target}"
+        for source, targets in graph.items()
+        if source in height
+        for target in targets
+        if target in height and height[target] < height[source]
+    )
+
+
+def test_every_room_of_training_has_its_place_in_the_order():
+    """A new sub-package of utils.training is placed in TRAINING_LAYERS (and docs/architecture.md) before it is used."""
+    rooms = {m for m, p in project_files().items() if p.name == "__init__.py" and m.startswith("utils.training")}
+    assert rooms == set(TRAINING_LAYERS)
+
+
+def test_training_imports_go_down_its_rooms():
+    """Every import between the rooms of utils.training, at module level or in a function, goes down the order."""
+    wrong = against_the_layers(package_graph(file_graph()))
+    assert not wrong, "imports against the order of utils.training's rooms (docs/architecture.md):\n" + "\n".join(wrong)
+
+
+def test_the_order_check_fails_on_a_wrong_import(tmp_path):
+    """The real records.py with one import more, inside a function, of the loop above it: the check names the edge.
+    And an upward import that closes no circle (which the circle check would miss) is found too."""
+    known = project_files()
+    records = "utils.training.recording.records"
+    edited = tmp_path / "records.py"
+    edited.write_text(
+        known[records].read_text(encoding="utf-8")
+        + "\n\ndef setup_of(args):\n    from utils.training.loop.setup import build_training_setup\n"
+    )
+    files = file_graph()
+    files[records] = imported_modules(records, edited, known)
+    assert against_the_layers(package_graph(files)) == ["utils.training.recording -> utils.training.loop"]
+    assert against_the_layers(package_graph(file_graph())) == [], "the real code, unedited"
+    upward_only = {"utils.training.ranks": {"utils.training.loop"}, "utils.training.loop": set()}
+    assert not cycles(upward_only)
+    assert against_the_layers(upward_only) == ["utils.training.ranks -> utils.training.loop"]

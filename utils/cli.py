@@ -16,7 +16,7 @@ from typing import Any
 from utils.constants import XTTS_SAMPLE_RATE
 from utils.options.arguments import TrainArguments, argument_defaults, option_of
 from utils.text.visible import visible
-from utils.training.records import EvalRecord, QualityRecord, metric_from_json
+from utils.training.recording.records import EvalRecord, QualityRecord, metric_from_json
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,7 +1,7 @@
 """`train_gpt`: fine-tune the XTTS GPT on a user's dataset with coqui's GPTTrainer and Trainer.
 
 The same function serves notebooks, the CLI (`python -m utils.cli train`) and the web UI (which runs
-it in a worker process, `python -m utils.training.worker RUN_DIR`). The work itself is
+it in a worker process, `python -m utils.training.process.worker RUN_DIR`). The work itself is
 `utils.training.run.TrainingRun`.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 from utils.options.arguments import TrainArguments, argument_defaults
 from utils.options.input_files import check_input_files
 from utils.text.visible import with_visible_errors
-from utils.training import distributed
-from utils.training.outcome import TrainResult
+from utils.training.ranks import distributed
+from utils.training.recording.outcome import TrainResult
 
 __all__ = ["TrainResult", "estimate_gpt_memory", "fit_my_gpu", "train_gpt"]
 
@@ -66,7 +66,7 @@ def train_gpt(
     args = TrainArguments(**{name: call[name] for name in TrainArguments.positional_names()}, **options)
     check_input_files(args)  # the files it names, before any process or folder exists
     if args.devices and not distributed.in_process_group():
-        from utils.training.launcher import launch
+        from utils.training.process.launcher import launch
 
         return launch(args, progress_callback, stop_event, audio_roots=audio_roots)  # this function once per device
     # Imported here: the training stack (coqui, transformers) takes seconds to import, which a notebook's

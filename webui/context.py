@@ -16,7 +16,7 @@ from typing import Any
 from utils.device.gpu import detect_gpu
 from utils.model.base_models import models_root
 from utils.model.ready import READY_DIR
-from utils.training.run_record import list_runs, load_run
+from utils.training.recording.run_record import list_runs, load_run
 from webui.paths import AppRoots
 from webui.runner import TrainingRunner
 

@@ -18,7 +18,7 @@ from utils.data.prepare import prepare_dataset, preview_rows
 from utils.data.row_checks import outside_roots
 from utils.data.validation import DatasetReport, check_options, validate_dataset
 from utils.text.languages import canonical_language, whisper_language
-from utils.training.text_checks import text_check_options
+from utils.training.inputs.text_checks import text_check_options
 from webui import form, quality_view
 from webui.context import UIContext
 from webui.shown import page_error, shown, shown_cells

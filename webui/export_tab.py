@@ -10,7 +10,7 @@ import gradio as gr
 
 from utils.model.inference import find_ready_dir
 from utils.model.ready import zip_ready
-from utils.training.run_record import RUN_FILE
+from utils.training.recording.run_record import RUN_FILE
 from webui import finish_export_view
 from webui.context import UIContext
 from webui.shown import page_error, shown

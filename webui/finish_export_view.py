@@ -1,6 +1,7 @@
 """ "Finish export" on the Export tab: a run that trained every step but whose ready/ could not be written (the disk
 filled during the export) is resumed with its own settings, which exports without training
-(utils.training.finish_export). A thin layer over the Fine-tune tab's start: the same checks and the same runner."""
+(utils.training.checkpointing.finish_export). A thin layer over the Fine-tune tab's start: the same checks and the same
+runner."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 import gradio as gr
 
-from utils.training.finish_export import finishable, finishable_runs
-from utils.training.run_record import list_runs, load_run
+from utils.training.checkpointing.finish_export import finishable, finishable_runs
+from utils.training.recording.run_record import list_runs, load_run
 from webui import form
 from webui.context import GPU_QUEUE, UIContext
 from webui.shown import page_error, shown

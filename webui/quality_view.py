@@ -11,9 +11,9 @@ from typing import Any
 import pandas as pd
 
 from utils.audio.io import AudioError, load_audio
-from utils.training.quality_eval import EVALS_DIR
-from utils.training.records import QualityRecord, records_of
-from utils.training.run_record import load_run
+from utils.training.evaluation.quality_eval import EVALS_DIR
+from utils.training.recording.records import QualityRecord, records_of
+from utils.training.recording.run_record import load_run
 from webui.shown import shown, shown_cells
 
 SCORES = (

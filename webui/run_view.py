@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from utils.options.arguments import TrainArguments, argument_defaults
-from utils.training.records import EvalRecord, MemoryRecord, TrainRecord, metric_from_json, records_of
+from utils.training.recording.records import EvalRecord, MemoryRecord, TrainRecord, metric_from_json, records_of
 from webui import line_plot
 from webui.shown import shown
 

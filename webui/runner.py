@@ -1,15 +1,15 @@
-"""Starts the training worker (`python -m utils.training.worker RUN_DIR`) as a subprocess, one run at a time, and
-follows its run folder.
+"""Starts the training worker (`python -m utils.training.process.worker RUN_DIR`) as a subprocess, one run at a time,
+and follows its run folder.
 
 The GPU work must not share the web server's process. The runner creates the run folder, writes the run's spec
-there (utils.training.spec: the arguments as the form gave them; the worker settles and rewrites them before
+there (utils.training.recording.spec: the arguments as the form gave them; the worker settles and rewrites them before
 any model is built) and starts the worker, its output going to the run's log. Everything else is read from the
 folder: run.json is the truth about the status, metrics.jsonl holds the steps (and the status records whose
 messages the page shows), memory.jsonl the worker's memory each second, result.json how the worker ended. Stop
 writes the folder's stop file, which the worker checks at each step boundary; it then saves a checkpoint and
 ends as stopped. Because the folder is the protocol, a runner created anew (the web server restarted, or the page
 rebuilt) re-attaches to a worker still training (worker.json names its process). A worker whose web server is
-gone stops at the next step boundary with a checkpoint (utils.training.worker.FOLLOWER_ENV), as the child
+gone stops at the next step boundary with a checkpoint (utils.training.process.worker.FOLLOWER_ENV), as the child
 always did: nobody could watch or stop it otherwise; the restarted app shows it stopped and resumes it.
 """
 
@@ -32,8 +32,9 @@ from typing import Any
 from utils.files import JsonlFollower, read_json, write_json_atomic
 from utils.options.arguments import TrainArguments
 from utils.text.languages import canonical_language
-from utils.training.records import page_fields
-from utils.training.run_record import (
+from utils.training.process.worker import FOLLOWER_ENV
+from utils.training.recording.records import page_fields
+from utils.training.recording.run_record import (
     METRICS_FILE,
     RUN_FILE,
     RunStatus,
@@ -43,7 +44,7 @@ from utils.training.run_record import (
     read_run,
     update_run,
 )
-from utils.training.spec import (
+from utils.training.recording.spec import (
     MEMORY_FILE,
     RESULT_FILE,
     SPEC_FILE,
@@ -55,11 +56,10 @@ from utils.training.spec import (
     refuse_active_run,
     request_stop,
 )
-from utils.training.worker import FOLLOWER_ENV
 
 MEMORY_HISTORY = 900  # samples kept for the memory plot (15 min at one per second)
 _REPO_ROOT = Path(__file__).resolve().parents[1]
-# The fields of a metrics record the UI uses (declared in utils.training.records); the rest (per-step memory)
+# The fields of a metrics record the UI uses (declared in utils.training.recording.records); the rest (per-step memory)
 # stays in the file.
 _FOLLOWED_FIELDS = page_fields()
 
@@ -129,7 +129,7 @@ class TrainingRunner:
                 return False, str(exc)
             with open(log_path, "ab") as log:
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "utils.training.worker", str(run_dir)],
+                    [sys.executable, "-m", "utils.training.process.worker", str(run_dir)],
                     env=_worker_env(),
                     stdin=subprocess.DEVNULL,
                     stdout=log,

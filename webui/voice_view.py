@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 
 from utils.model.ready import inference_settings, read_finetune_info
-from utils.training.records import QualityRecord, records_of
-from utils.training.run_record import load_run
+from utils.training.recording.records import QualityRecord, records_of
+from utils.training.recording.run_record import load_run
 from webui import line_plot
 from webui.quality_view import read_eval_clip
 from webui.run_view import PLOT_PALETTE, _frame

@@ -115,8 +115,8 @@ def test_a_run_reuses_the_check_of_its_dataset(tmp_path, tiny_base):
     the same options (the page's, a previous start) serves it."""
     from utils.data.check_cache import cache_folder
     from utils.options.arguments import TrainArguments
+    from utils.training.inputs.text_checks import text_check_options
     from utils.training.run import TrainingRun
-    from utils.training.text_checks import text_check_options
 
     source = write_dataset(tmp_path / "voice", n=8)
     output = tmp_path / "output"

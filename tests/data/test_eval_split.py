@@ -45,7 +45,7 @@ def test_a_large_dataset_holds_out_at_most_256_rows(tmp_path, clips):
 
 def test_every_eval_loss_pass_runs_over_at_most_256_rows_of_an_eval_csv(tmp_path, clips):
     from utils.text.frontend import TextFrontEnd
-    from utils.training.setup import training_samples
+    from utils.training.loop.setup import training_samples
 
     train, evaluation = _csv(tmp_path, "train.csv", clips[:100]), _csv(tmp_path, "eval.csv", clips[100:2100])
     report = validate_dataset(train, evaluation, audio_check="header")

@@ -11,7 +11,7 @@ import torch
 from tests.helpers import tiny_training_setup
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
 from utils.memory_plan.planner import GIB, estimate_gpt_memory
-from utils.training.batching import LengthGroupedBatchSampler
+from utils.training.inputs.batching import LengthGroupedBatchSampler
 
 # Without checkpointing the GPT's activations grow with the padded clip (the tiny model's are small beside the
 # per-clip parts every length shares: 200 text tokens, 6 s of conditioning).
@@ -81,7 +81,7 @@ def _tensor_bytes(state) -> int:
 def test_host_line_is_the_cpu_copy_the_background_save_makes(tiny_base, tmp_path, monkeypatch):
     """A real training step of the tiny model (AdamW state allocated), then the run's own checkpoint writer saves
     in the background; its CPU copy is measured and compared with the planner's host line for the same run."""
-    import utils.training.checkpoints as checkpoints
+    import utils.training.checkpointing.checkpoints as checkpoints
 
     copies: list[int] = []
     real_copy = checkpoints.cpu_copy

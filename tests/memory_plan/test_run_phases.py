@@ -18,8 +18,8 @@ def _within(predicted: float, measured: float, tolerance: float) -> bool:
 def measured(tmp_path_factory, tiny_base):
     """A mid-size model (6 layers x 384) in train_gpt's real setup: one eval-loss batch of 4, the reference's
     conditioning latents, and 3 then 10 texts generated as one batch, each measured by the CPU allocator."""
-    from utils.training.phase_measure import measure_phases
-    from utils.training.step_measure import build_model_folder
+    from utils.training.evaluation.phase_measure import measure_phases
+    from utils.training.evaluation.step_measure import build_model_folder
 
     models = tmp_path_factory.mktemp("models")
     build_model_folder(models / "mid", layers=6, width=384, heads=6)
@@ -34,7 +34,7 @@ def test_each_phase_matches_the_cpu_allocator(measured):
     """The eval-loss pass (traced after the step) and the scored evaluation's generation and conditioning, planned
     for the same shapes, against the real run's allocations beyond what is resident."""
     from utils.memory_plan.trace import trace_step
-    from utils.training.step_measure import cpu_step_settings
+    from utils.training.evaluation.step_measure import cpu_step_settings
 
     models, phases = measured
     settings = cpu_step_settings("mid", phases.shapes, True, True, models)
@@ -96,7 +96,7 @@ def test_a_scored_evaluation_over_the_step_even_at_batch_1_is_said(tiny_base):
 
 def test_the_length_cap_and_rows_follow_the_quality_evaluation():
     """The planner restates quality_eval.py's cap (it stays below the training layer): the two must agree."""
-    from utils.training import quality_eval as qe
+    from utils.training.evaluation import quality_eval as qe
 
     assert (rp.TOKENS_PER_SECOND, rp.AUTO_CAP_FACTOR, rp.AUTO_CAP_EXTRA_TOKENS) == (
         qe.TOKENS_PER_SECOND,

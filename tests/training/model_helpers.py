@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 
 from utils.options.arguments import TrainArguments
-from utils.training.gpt_model import FineTuneGPTTrainer
-from utils.training.setup import make_gpt_config
+from utils.training.loop.gpt_model import FineTuneGPTTrainer
+from utils.training.loop.setup import make_gpt_config
 
 
 def build_model(base, tmp_path: Path, checkpoint: Path | None = None):

@@ -1,5 +1,5 @@
 """Checkpoint writes off the training loop: a CPU copy written by one background thread, follow-ups and errors
-back in the training thread (utils.training.async_save, CheckpointWriter)."""
+back in the training thread (utils.training.checkpointing.async_save, CheckpointWriter)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from tests.helpers import STALL_S, wait_until
-from utils.training.async_save import BackgroundWriter
-from utils.training.checkpoints import CheckpointWriter, DiskFull, checkpoints
+from utils.training.checkpointing.async_save import BackgroundWriter
+from utils.training.checkpointing.checkpoints import CheckpointWriter, DiskFull
+from utils.training.recording.checkpoint_files import checkpoints
 
 
 def small_trainer() -> SimpleNamespace:

@@ -55,8 +55,8 @@ def test_auto_is_accepted_by_the_cli_and_the_declaration_only_as_a_word():
 def test_the_fine_tune_tab_plans_memory_for_the_form(tmp_path, tiny_base):
     from webui.context import UIContext
     from webui.form import form_values
+    from webui.plan_view import batch_markdown, memory_plan_markdown
     from webui.runner import TrainingRunner
-    from webui.train_tab import batch_markdown, memory_plan_markdown
 
     ctx = UIContext(output_dir=tmp_path / "out", runner=TrainingRunner(tmp_path / "out"))
     text = memory_plan_markdown(ctx, form_values(TrainArguments(version="tiny", batch_size=2)))
@@ -70,7 +70,7 @@ def test_the_generation_batch_is_the_planners_on_a_gpu_and_all_rows_on_a_cpu():
     would raise the run's peak above its step); a CPU run, or one that scores nothing, generates them all at once."""
     from tests.helpers import simulated_gpu
     from utils.memory_plan.planner import estimate_gpt_memory
-    from utils.training.auto_batch import plan_generation_batch
+    from utils.training.loop.auto_batch import plan_generation_batch
 
     args = TrainArguments(version="v2.0.2", batch_size=2, grad_acumm=1, lora_rank=16, quality_eval=3)
     clips = [11.0] * 6

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from utils.options.arguments import TrainArguments
-from utils.training.best_checkpoint import CheckpointChoice
-from utils.training.run_record import write_run
+from utils.training.evaluation.best_checkpoint import CheckpointChoice
+from utils.training.recording.run_record import write_run
 
 
 def evaluations(choice: CheckpointChoice, rows: list[dict]) -> list[tuple[bool, str]]:

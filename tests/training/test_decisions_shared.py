@@ -17,7 +17,7 @@ from utils.options.optimizations import (
     TrainingOptimizer,
     gpt_transformer,
 )
-from webui.train_tab import PLAN_OPTIONS, plan_markdown
+from webui.plan_view import PLAN_OPTIONS, plan_markdown
 
 CPU = GPUInfo(available=False)
 CASES = [

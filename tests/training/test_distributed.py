@@ -26,8 +26,8 @@ from utils.device.selection import parse_devices
 from utils.files import read_jsonl
 from utils.gpt_train import train_gpt
 from utils.options.arguments import TrainArguments
-from utils.training.rank_trace import TRACE_ENV
-from utils.training.run_record import read_run
+from utils.training.ranks.rank_trace import TRACE_ENV
+from utils.training.recording.run_record import read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_ROWS = 12  # write_dataset(n=14) holds out 2 rows for evaluation
@@ -320,7 +320,7 @@ def test_the_cli_refuses_an_unusable_dataset_from_the_ranks(tmp_path, tiny_base)
 def test_a_killed_launcher_makes_the_ranks_stop_with_a_checkpoint(tmp_path, tiny_base):
     """Launch 5: `kill -9` of the CLI (the launching process). Nobody follows the run any more, so the ranks stop
     after the same step and rank 0 saves, exports and records it, as a stop request would."""
-    from utils.training.run_record import list_runs
+    from utils.training.recording.run_record import list_runs
 
     csv_path = write_dataset(tmp_path / "data", n=14)
     command = [

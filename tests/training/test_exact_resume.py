@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import write_dataset
 from tests.training.test_faults import cli_train, wait_for_steps
 from utils.files import read_jsonl
-from utils.training.run_record import list_runs, read_run
+from utils.training.recording.run_record import list_runs, read_run
 
 pytestmark = pytest.mark.slow
 

@@ -21,8 +21,9 @@ from tests.helpers import cpu_seconds, file_growth, folder_growth, tensorboard_s
 from utils.data.validation import validate_dataset
 from utils.files import read_jsonl, save_torch_atomic
 from utils.gpt_train import train_gpt
-from utils.training.checkpoints import checkpoint_path, checkpoints, newest_checkpoint, non_finite_tensors
-from utils.training.run_record import list_runs, process_identity, read_run, write_run
+from utils.training.checkpointing.checkpoints import newest_checkpoint, non_finite_tensors
+from utils.training.recording.checkpoint_files import checkpoint_path, checkpoints
+from utils.training.recording.run_record import list_runs, process_identity, read_run, write_run
 
 pytestmark = pytest.mark.slow
 
@@ -211,7 +212,7 @@ def test_a_full_disk_during_a_checkpoint_write_keeps_the_last_good_one(tmp_path,
 
 
 def test_a_nan_loss_never_saves_a_non_finite_model_nor_drops_the_last_finite_one(tmp_path, tiny_base, monkeypatch):
-    from utils.training.gpt_model import FineTuneGPTTrainer
+    from utils.training.loop.gpt_model import FineTuneGPTTrainer
 
     csv_path = write_dataset(tmp_path / "data", n=14)
     common = dict(num_epochs=4, batch_size=2, grad_acumm=1, save_step=2, save_n_checkpoints=1)

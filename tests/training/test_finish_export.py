@@ -17,8 +17,8 @@ import torch
 from tests.helpers import write_dataset
 from utils.files import read_jsonl
 from utils.gpt_train import train_gpt
-from utils.training.finish_export import EXPORT_ONLY_MESSAGE, finishable, ready_complete
-from utils.training.run_record import read_run
+from utils.training.checkpointing.finish_export import EXPORT_ONLY_MESSAGE, finishable, ready_complete
+from utils.training.recording.run_record import read_run
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from tests.training.model_helpers import build_model, synthetic_batch
 from utils.device.gpu import GPUInfo
 from utils.options.arguments import TrainArguments
 from utils.options.optimizations import ADAMW_8BIT, FUSED_ADAMW, TF32, TrainingOptimizer
-from webui.train_tab import PLAN_OPTIONS, plan_markdown
+from webui.plan_view import PLAN_OPTIONS, plan_markdown
 
 CPU = GPUInfo(available=False)
 

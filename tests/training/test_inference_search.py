@@ -8,8 +8,8 @@ import json
 import pytest
 
 from utils.model.ready import INFERENCE_DEFAULTS, inference_settings, read_finetune_info
-from utils.training.inference_search import CANDIDATES, candidates, choose_inference_settings, search_score
-from utils.training.quality_eval import ScoringBudget
+from utils.training.evaluation.inference_search import CANDIDATES, candidates, choose_inference_settings, search_score
+from utils.training.evaluation.quality_eval import ScoringBudget
 
 
 def test_a_candidate_is_ranked_by_its_combined_score_else_by_the_measures_it_has():

@@ -95,7 +95,7 @@ def test_dvae_codes_are_computed_once_per_clip_and_equal_coquis(tiny_base, tmp_p
 
 
 def test_a_clip_is_decoded_once_per_draw(tiny_base, tmp_path, monkeypatch):
-    import utils.training.dataset as dataset_module
+    import utils.training.inputs.dataset as dataset_module
 
     model, config = build_model(tiny_base, tmp_path)
     csv_path = write_dataset(tmp_path / "data", n=4)

@@ -11,8 +11,8 @@ import pytest
 
 from tests.helpers import write_dataset
 from utils.gpt_train import train_gpt
-from utils.training.batching import LengthGroupedBatchSampler, padding_share
-from utils.training.gpt_model import FineTuneGPTTrainer
+from utils.training.inputs.batching import LengthGroupedBatchSampler, padding_share
+from utils.training.loop.gpt_model import FineTuneGPTTrainer
 
 
 def ljspeech_like(rows: int, seed: int = 0) -> list[float]:

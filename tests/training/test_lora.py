@@ -17,7 +17,7 @@ from utils.files import read_jsonl
 from utils.gpt_train import train_gpt
 from utils.options.arguments import TrainArguments
 from utils.quality.asr import bundled_whisper_dir
-from utils.training.lora import (
+from utils.training.loop.lora import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
     LoraSettings,

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from utils.files import read_jsonl
-from utils.training.metrics import MetricsLogger
-from utils.training.trainer import DivergenceGuard, TrainingDiverged
+from utils.training.loop.trainer import DivergenceGuard, TrainingDiverged
+from utils.training.recording.metrics import MetricsLogger
 
 
 def logger_for(tmp_path, events=None) -> MetricsLogger:

@@ -1,4 +1,4 @@
-"""An out-of-memory error never loses a run (utils.training.oom, micro_steps; quality_eval's generation batch).
+"""An out-of-memory error never loses a run (utils.training.loop.oom, micro_steps; quality_eval's generation batch).
 
 The error is injected by a real forward pre-hook that raises torch.OutOfMemoryError (the exception CUDA's
 allocator raises; on a CPU run the same type) when the GPT is given more clips than "fit"; the runs are the real
@@ -18,8 +18,8 @@ from TTS.tts.layers.xtts.trainer.dataset import XTTSDataset
 from tests.helpers import write_clip, write_dataset
 from utils.files import read_jsonl
 from utils.gpt_train import TrainResult, train_gpt
-from utils.training.dataset import FAILURES_KEY, _item
-from utils.training.oom import MicroBatching, Pieces, merge_losses
+from utils.training.inputs.dataset import FAILURES_KEY, _item
+from utils.training.loop.oom import MicroBatching, Pieces, merge_losses
 
 FAST = dict(version="tiny", language="en", num_workers=0, print_step=50, quality_eval=0, enable_mixed_precision=False)
 
@@ -186,7 +186,7 @@ def test_a_resume_continues_at_the_micro_batch_the_run_reached(recovered):
 
 @pytest.mark.slow
 def test_out_of_memory_at_one_clip_stops_with_a_checkpoint_and_what_fits(tiny_base, tmp_path):
-    from utils.training.worker import result_record
+    from utils.training.process.worker import result_record
     from webui.runner import TrainingRunner
 
     csv_path = write_dataset(tmp_path / "data", n=12)
@@ -215,7 +215,7 @@ def test_out_of_memory_at_one_clip_stops_with_a_checkpoint_and_what_fits(tiny_ba
 @pytest.fixture(scope="module")
 def evaluator_parts(tiny_base, tmp_path_factory):
     from tests.training.model_helpers import build_model
-    from utils.training.quality_eval import EvalSentence
+    from utils.training.evaluation.quality_eval import EvalSentence
 
     folder = tmp_path_factory.mktemp("oom-eval")
     model, _ = build_model(tiny_base, folder)
@@ -241,7 +241,7 @@ def _generation_rows(model: torch.nn.Module, fits: int) -> tuple[list[int], torc
 @pytest.mark.slow
 @pytest.mark.parametrize("fits, batch, expected", [(1, 0, 1), (10, 2, 2)])
 def test_generation_halves_its_batch_after_out_of_memory(evaluator_parts, fits, batch, expected):
-    from utils.training.quality_eval import QualityEvaluator
+    from utils.training.evaluation.quality_eval import QualityEvaluator
 
     model, sentences, reference, folder = evaluator_parts
     evaluator = QualityEvaluator(
@@ -263,7 +263,7 @@ def test_generation_halves_its_batch_after_out_of_memory(evaluator_parts, fits, 
 
 @pytest.mark.slow
 def test_generation_out_of_memory_at_one_sentence_skips_the_scoring_with_its_reason(evaluator_parts):
-    from utils.training.quality_eval import QualityEvaluator
+    from utils.training.evaluation.quality_eval import QualityEvaluator
 
     model, sentences, reference, folder = evaluator_parts
     evaluator = QualityEvaluator(sentences, folder, reference, "en", seed=3, whisper_model="", max_audio_tokens=4)

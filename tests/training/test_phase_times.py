@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from utils.training.phase_times import OTHER, STARTUP, PhaseTimes
+from utils.training.recording.phase_times import OTHER, STARTUP, PhaseTimes
 
 
 class Clock:

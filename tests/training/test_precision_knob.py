@@ -14,7 +14,7 @@ from utils.cli import build_parser
 from utils.options.arguments import TrainArguments
 from utils.options.optimizations import MIXED_PRECISION, SDPA, TrainingOptimizer
 from webui import form
-from webui.train_tab import PLAN_OPTIONS, plan_markdown
+from webui.plan_view import PLAN_OPTIONS, plan_markdown
 
 AMPERE = simulated_gpu((8, 6))
 

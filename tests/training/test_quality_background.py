@@ -12,7 +12,7 @@ import soundfile as sf
 from tests.helpers import write_dataset
 from tests.training.test_quality_training import FAST, records
 from utils.gpt_train import train_gpt
-from utils.training.phase_times import EVAL_LOSS, EXPORT, SAVES, SCORED_EVAL, STARTUP, TRAIN_STEPS
+from utils.training.recording.phase_times import EVAL_LOSS, EXPORT, SAVES, SCORED_EVAL, STARTUP, TRAIN_STEPS
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import pytest
 from tests.helpers import SENTENCES, write_clip
 from tests.training.model_helpers import build_model
 from utils.model.inference import conditioning_latents, generate_latents, generate_wav, generate_wavs
-from utils.training.quality_eval import speaking
+from utils.training.evaluation.quality_eval import speaking
 
 pytestmark = pytest.mark.slow  # a tiny model built and decoded: ~1 min on this CPU
 

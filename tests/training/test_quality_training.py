@@ -192,8 +192,8 @@ def test_early_stopping_stops_when_the_rule_cannot_improve_even_across_a_resume(
         progress_callback=seen.append,
         stop_event=lambda: sum(r["type"] == "quality" and not r.get("baseline") for r in seen) >= 2,
     )
-    # run.json `early_stop` keeps the count (`early_stopping` before utils/training/records.py) and, once early
-    # stopping ended the run, its step: none here, the Stop button ended it.
+    # run.json `early_stop` keeps the count (`early_stopping` before utils/training/recording/records.py) and, once
+    # early stopping ended the run, its step: none here, the Stop button ended it.
     assert stopped.status == "stopped" and "step" not in run_record(stopped.run_dir)["early_stop"]
     assert run_record(stopped.run_dir)["early_stop"]["evals_without_improvement"] == 1
     resumed = train_gpt(**common, resume_from=stopped.run_dir)

@@ -1,4 +1,4 @@
-"""The records of a run folder (utils/training/records.py): a real run's run.json and every metrics.jsonl line
+"""The records of a run folder (utils/training/recording/records.py): a real run's run.json and every metrics.jsonl line
 read strictly through their declarations, and the format of earlier versions still read."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from tests.helpers import write_dataset
 from utils.device.memory import get_memory_stats
 from utils.files import read_jsonl
-from utils.training.records import (
+from utils.training.recording.records import (
     METRIC_RECORDS,
     EarlyStopState,
     MemoryRecord,
@@ -24,7 +24,7 @@ from utils.training.records import (
     metric_from_json,
     page_fields,
 )
-from utils.training.run_record import load_run, read_run, update_run, write_run
+from utils.training.recording.run_record import load_run, read_run, update_run, write_run
 
 
 @pytest.mark.slow
@@ -91,7 +91,7 @@ def test_every_record_of_a_real_run_reads_strictly(tmp_path, tiny_base):
 def test_a_record_of_the_previous_format_still_reads(tmp_path):
     """Before the records module the early-stopping count was `early_stopping` and the stop `early_stop`; a run
     of that version reads as one record, keeps what this version does not know, and resumes from its count."""
-    from utils.training.best_checkpoint import CheckpointChoice
+    from utils.training.evaluation.best_checkpoint import CheckpointChoice
 
     best = {"rule": "cer", "step": 3, "value": 0.5, "by": "cer", "why": "first", "metrics": {"cer": 0.5}}
     best["checkpoint"] = str(tmp_path / "best_model.pth")
@@ -163,8 +163,8 @@ def test_the_page_follows_the_fields_it_shows():
 
 
 def test_the_tensorboard_mirror_names_only_declared_fields():
-    from utils.training.records import metric_class
-    from utils.training.tensorboard_log import _SCALARS
+    from utils.training.recording.records import metric_class
+    from utils.training.recording.tensorboard_log import _SCALARS
 
     for kind, tags in _SCALARS.items():
         cls = metric_class({"type": kind})

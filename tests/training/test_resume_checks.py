@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import write_dataset
 from utils.gpt_train import train_gpt
-from utils.training.run_record import read_run
+from utils.training.recording.run_record import read_run
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ def test_another_lora_alpha_or_rank_is_another_run_and_the_same_settings_written
     """The merge into ready/ reads the scaling saved in the checkpoint: a resume with another alpha would export
     weights the run never trained with."""
     from utils.options.arguments import TrainArguments
-    from utils.training.resume_checks import _lora_difference
+    from utils.training.checkpointing.resume_checks import _lora_difference
 
     trained = {"lora_rank": 8, "lora_alpha": 0, "lora_targets": "c_attn,c_proj,c_fc"}  # alpha 0 means 2 x rank
     assert _lora_difference(trained, TrainArguments(lora_rank=8, lora_alpha=32)) == (

@@ -9,7 +9,8 @@ import pytest
 
 from utils.files import LinkOutRefused
 from utils.options.arguments import TrainArguments
-from utils.training.spec import SPEC_FILE, RunSpec, read_spec, resolve_batch
+from utils.training.loop.auto_batch import resolve_batch
+from utils.training.recording.spec import SPEC_FILE, RunSpec, read_spec
 
 
 def test_a_spec_round_trips_and_refuses_what_is_not_its_own(tmp_path, dataset_csv):

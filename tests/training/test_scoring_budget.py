@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from utils.options.arguments import TrainArguments, option_of
-from utils.training.quality_eval import ScoringBudget
+from utils.training.evaluation.quality_eval import ScoringBudget
 
 
 class Clock:

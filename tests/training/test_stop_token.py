@@ -17,8 +17,8 @@ from tests.training.model_helpers import build_model
 from utils.quality.babble import SpeakingPace
 from utils.quality.probes import probes_for
 from utils.text.frontend import TextFrontEnd
-from utils.training.probe_eval import ProbeRow
-from utils.training.quality_eval import TOKENS_PER_SECOND, EvalSentence, QualityEvaluator
+from utils.training.evaluation.probe_eval import ProbeRow
+from utils.training.evaluation.quality_eval import TOKENS_PER_SECOND, EvalSentence, QualityEvaluator
 
 pytestmark = pytest.mark.slow  # a tiny model speaks and the real HiFi-GAN decodes ~20 s of audio: ~1 min here
 

@@ -1,12 +1,12 @@
-"""The verdict of a run against its baseline (utils/training/verdict.py), from quality records as a run writes
-them."""
+"""The verdict of a run against its baseline (utils/training/evaluation/verdict.py), from quality records as a run
+writes them."""
 
 from __future__ import annotations
 
 import pytest
 
 from utils.files import append_jsonl
-from utils.training.verdict import compare, run_verdict
+from utils.training.evaluation.verdict import compare, run_verdict
 
 
 def quality(step: int, *, cer, similarity, naturalness, babbled: list[bool], baseline=False, combined=None) -> dict:

@@ -1,5 +1,6 @@
-"""`python -m utils.training.worker RUN_DIR` on the tiny model: it runs the spec in the folder, settles "auto" before
-any model is built, records memory and its result there, and stops at the folder's stop file with a checkpoint."""
+"""`python -m utils.training.process.worker RUN_DIR` on the tiny model: it runs the spec in the folder, settles "auto"
+before any model is built, records memory and its result there, and stops at the folder's stop file with
+a checkpoint."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import torch
 from tests.helpers import children_working, file_growth, run_watched, wait_until, write_dataset
 from utils.files import read_json, read_jsonl
 from utils.options.arguments import TrainArguments
-from utils.training.run_record import create_run_dir, read_run
-from utils.training.spec import RunSpec, read_spec, request_stop
+from utils.training.recording.run_record import create_run_dir, read_run
+from utils.training.recording.spec import RunSpec, read_spec, request_stop
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,10 @@ def test_the_worker_runs_the_folders_spec_and_stops_at_its_stop_file(tmp_path, t
     assert not read_spec(run_dir).resolved, "the caller writes the arguments as given"
     log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115 - the worker's output for its life
     worker = subprocess.Popen(
-        [sys.executable, "-m", "utils.training.worker", str(run_dir)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "utils.training.process.worker", str(run_dir)],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         working = (*children_working(tmp_path / "out"), file_growth(tmp_path / "worker.log"))
@@ -84,7 +88,7 @@ def test_the_worker_records_a_refused_spec_and_exits_2(tmp_path):
     (run_dir / "spec.json").write_text(
         json.dumps({"version": 1, "arguments": {"train_csv": str(tmp_path / "gone.csv")}, "run_dir": str(run_dir)})
     )
-    done = run_watched([sys.executable, "-m", "utils.training.worker", str(run_dir)], cwd=ROOT)
+    done = run_watched([sys.executable, "-m", "utils.training.process.worker", str(run_dir)], cwd=ROOT)
     assert done.returncode == 2
     result = read_json(run_dir / "result.json")
     assert result["type"] == "error" and "train_csv not found" in result["error"]

@@ -13,8 +13,8 @@ from tests.helpers import cpu_seconds, folder_growth, wait_until
 from tests.webui.app_server import AppServer
 from tests.webui.test_client import absolute_path_csv, form, wait_for
 from utils.files import read_json
-from utils.training.run_record import list_runs, read_run
-from utils.training.spec import WORKER_FILE
+from utils.training.recording.run_record import list_runs, read_run
+from utils.training.recording.spec import WORKER_FILE
 
 pytestmark = pytest.mark.slow
 

@@ -38,7 +38,7 @@ from tests.webui.browser import (
 )
 from tests.webui.test_client import absolute_path_csv
 from utils.files import read_jsonl
-from utils.training.run_record import list_runs, read_run
+from utils.training.recording.run_record import list_runs, read_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from utils.options.arguments import TrainArguments
 from webui.form import arguments_from_form, create_component, form_values, gpu_choices
+from webui.plan_view import batch_markdown
 from webui.run_view import memory_frame, memory_markdown
-from webui.train_tab import batch_markdown
 
 FORM = form_values(TrainArguments(version="tiny", batch_size=4, grad_acumm=2, train_csv="data/metadata.csv"))
 

@@ -11,8 +11,8 @@ import pytest
 from tests.helpers import write_dataset
 from tests.training.test_finish_export import train_steps, train_with_a_file_size_limit
 from tests.webui.app_server import running_app
-from utils.training.finish_export import ready_complete
-from utils.training.run_record import read_run
+from utils.training.checkpointing.finish_export import ready_complete
+from utils.training.recording.run_record import read_run
 
 pytestmark = pytest.mark.slow
 

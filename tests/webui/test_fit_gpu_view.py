@@ -6,7 +6,7 @@ import pytest
 
 from tests.webui.test_handlers import FORM, make_context
 from webui.fit_gpu_view import FILLED, fit_for_form, streamed
-from webui.train_tab import batch_markdown
+from webui.plan_view import batch_markdown
 
 
 def test_one_step_is_not_one_steps():
@@ -29,7 +29,7 @@ def test_the_page_fits_the_batch_to_the_checked_dataset(tmp_path):
 def test_a_traced_plan_shows_its_progress_before_its_answer(tmp_path, tiny_base):
     """A configuration with no shipped memory model is traced in the planner's process: the page says so while
     it waits (the messages come through the child's pipe), then shows the plan."""
-    from webui.train_tab import memory_plan_markdown
+    from webui.plan_view import memory_plan_markdown
 
     ctx = make_context(tmp_path)
     values = {**FORM, "grad_clip": 0.7, "batch_size": "3"}  # settings no other test has traced in the child

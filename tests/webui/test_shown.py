@@ -14,8 +14,8 @@ from tests.helpers import write_clip, write_dataset
 from tests.webui.test_handlers import FORM, make_context
 from utils.device.gpu import detect_gpu
 from webui.dataset_handlers import validate_handler
+from webui.plan_view import memory_plan_markdown
 from webui.shown import shown
-from webui.train_tab import memory_plan_markdown
 
 INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\x00-\x08\x0b-\x1f]")
 
@@ -103,7 +103,7 @@ def test_fit_my_gpu_and_what_will_be_applied_show_a_refused_value_as_text(tmp_pa
     """Issue 19 x 21: the Fit my GPU panel and "What will be applied" echo a refused value from the form or the API."""
     from tests.webui.test_handlers import FORM
     from webui.fit_gpu_view import fit_for_form
-    from webui.train_tab import plan_markdown
+    from webui.plan_view import plan_markdown
 
     hostile = "[click](https://evil.example)<img src=x onerror=alert(1)>"
     message = fit_for_form(make_context(tmp_path), {**FORM, "lora_targets": hostile}, "8 GB card")[0]

@@ -1,6 +1,6 @@
 """The whole run planned: the memory of each phase of a `train_gpt` run, not only of its training step.
 
-What runs, and where (utils/training/trainer.py, quality_eval.py, best_checkpoint.py, checkpoints.py):
+What runs, and where (utils/training/loop/trainer.py, quality_eval.py, best_checkpoint.py, checkpoints.py):
 - "training step": the traced step (`trace`), plus whatever a background scoring keeps on the GPU meanwhile.
 - "eval loss": one batch of coqui's eval pass (traced after the step: inference mode, the model in eval mode),
   with the weights and AdamW state resident. It runs at every epoch's end.

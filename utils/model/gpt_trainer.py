@@ -2,7 +2,7 @@
 without the frozen DVAE and HiFi-GAN, DVAE codes cached per clip, and bitsandbytes' 8-bit AdamW when asked for.
 
 The model and its step only: the memory planner traces this class; a run's data loading is added by
-`utils.training.gpt_model.FineTuneGPTTrainer`."""
+`utils.training.loop.gpt_model.FineTuneGPTTrainer`."""
 
 from __future__ import annotations
 

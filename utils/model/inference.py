@@ -175,7 +175,7 @@ def generate_wav(
 ) -> np.ndarray:
     """Speech samples (mono float32 at the model's output rate) of text already through the front end, from
     an Xtts ready for inference (loaded for it, or a training model inside
-    `utils.training.quality_eval.speaking`)."""
+    `utils.training.evaluation.quality_eval.speaking`)."""
     limit = model.gpt.max_gen_mel_tokens
     if max_audio_tokens:
         model.gpt.max_gen_mel_tokens = max(2, min(limit, int(max_audio_tokens)))

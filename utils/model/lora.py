@@ -11,7 +11,7 @@ run says how to merge itself: `merge_lora_state` turns such a state dict into pl
 `ready/` holds and coqui's `Xtts.load_checkpoint` loads as it is. `adapter_state` is the adapter alone.
 
 A model-level module (below training and the memory planner, which both adapt the GPT); a run's export of its
-adapter is `utils.training.lora.export_adapter`.
+adapter is `utils.training.loop.lora.export_adapter`.
 """
 
 from __future__ import annotations

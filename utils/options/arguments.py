@@ -10,16 +10,15 @@ fields: adding an option is one field here plus the code that uses it (and a for
 
 from __future__ import annotations
 
-import math
-import os
 import re
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
 from utils.device.precision import PRECISIONS, Precision
 from utils.device.selection import parse_devices
 from utils.model.lora import parse_targets
+from utils.options.option import Option, checked_value, option
 from utils.text.frontend import check_g2p_language
 from utils.text.languages import LANGUAGE_CHOICES, canonical_language
 
@@ -29,19 +28,6 @@ RUN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
 
 BEST_RULES = ("eval_loss", "cer", "similarity", "combined", "naturalness")  # utils.quality.selection.BestRule
 OPTIMIZERS = ("adamw", "adamw_8bit")  # utils.options.optimizations builds them
-
-
-@dataclass(frozen=True)
-class Option:
-    help: str
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[str, ...] | None = None
-    special: tuple[str, ...] = ()  # words a numeric option also takes ("auto")
-
-
-def option(default: Any, help: str, **spec: Any) -> Any:
-    return field(default=default, metadata={"option": Option(help, **spec)})
 
 
 @dataclass(frozen=True)
@@ -191,7 +177,7 @@ class TrainArguments:
         maximum=50_000,
     )
     print_step: int = option(10, "Print the trainer's progress every this many steps.", minimum=1, maximum=1_000_000)
-    # Measured quality (utils.training.quality_eval, utils.training.best_checkpoint).
+    # Measured quality (utils.training.evaluation.quality_eval, utils.training.evaluation.best_checkpoint).
     quality_eval: int = option(
         3,
         "Held-out eval sentences spoken with the current weights and scored at each evaluation (0 = off): CER/WER "
@@ -263,7 +249,7 @@ class TrainArguments:
         "default: unmeasured on a GPU so far, and no faster on a CPU (1.01x); benchmarks/gpu_table.py measures it.",
     )
 
-    # LoRA (utils.training.lora): adapters on the GPT2 blocks instead of training the whole GPT.
+    # LoRA (utils.training.loop.lora): adapters on the GPT2 blocks instead of training the whole GPT.
     lora_rank: int = option(
         0,
         "LoRA rank: 0 fine-tunes the whole GPT; 8-64 trains low-rank adapters on the GPT blocks instead (PEFT), with "
@@ -294,7 +280,9 @@ class TrainArguments:
     def __post_init__(self) -> None:
         for spec in fields(self):
             object.__setattr__(
-                self, spec.name, _checked(spec.name, getattr(self, spec.name), spec.default, spec.metadata["option"])
+                self,
+                spec.name,
+                checked_value(spec.name, getattr(self, spec.name), spec.default, spec.metadata["option"]),
             )
         object.__setattr__(self, "precision", precision_of(self.enable_mixed_precision, self.precision))
         object.__setattr__(self, "enable_mixed_precision", True)  # folded: precision holds the decision
@@ -382,71 +370,3 @@ def option_of(name: str) -> Option:
 
 def argument_defaults() -> dict[str, Any]:
     return {f.name: (f.default if f.default is not MISSING else None) for f in fields(TrainArguments)}
-
-
-def _checked(name: str, value: Any, default: Any, spec: Option) -> Any:
-    """The value as its field's type (an integral float is an int), or a ValueError saying what is wrong."""
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise ValueError(f"{name} must be True or False; got {value!r}.")
-        return value
-    if isinstance(value, str) and value.strip().lower() in spec.special:
-        return value.strip().lower()
-    if isinstance(default, int):
-        if isinstance(value, str) and spec.special:  # typed in a text box: "8"
-            value = _parsed_number(name, value, spec)
-        return _bounded(name, _whole(name, value), spec)
-    if isinstance(default, float):
-        return _bounded(name, _number(name, value), spec)
-    if isinstance(default, tuple):
-        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-            raise ValueError(f"{name} must be a list of numbers; got {value!r}.")
-        items = tuple(_number(name, v) for v in value)
-        if any(not spec.minimum < v < spec.maximum for v in items):
-            raise ValueError(f"{name} are fractions of the run between 0 and 1; got {list(items)}.")
-        return items
-    if value is None and default == "":
-        value = ""  # "no file" written the Python way
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be text; got {value!r}.")
-    if spec.choices is not None and value not in spec.choices:
-        raise ValueError(f"{name} must be one of {', '.join(spec.choices)}; got {value!r}.")
-    return value
-
-
-def _parsed_number(name: str, text: str, spec: Option) -> float:
-    try:
-        return float(text.strip())
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number or {' / '.join(spec.special)}; got {text!r}.") from None
-
-
-def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a number; got {value!r}.")
-    return float(value)
-
-
-def _whole(name: str, value: Any) -> int:
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be a whole number; got {value!r}.")
-    return value
-
-
-def _bounded(name: str, value: Any, spec: Option) -> Any:
-    low, high = spec.minimum, spec.maximum
-    shown = f"{value:.3g}" if isinstance(value, float) else str(value)[:30]
-    kind = "a whole number" if isinstance(value, int) else "a number"
-    if low is not None and value < low:
-        raise ValueError(
-            f"{name} must be {kind} of at least {low:g}; got {shown}."
-            if kind != "a number"
-            else f"{name} must be a number >= {low:g}; got {shown}."
-        )
-    if high is not None and value > high:
-        raise ValueError(f"{name} must be at most {high:g}; got {shown}.")
-    return value

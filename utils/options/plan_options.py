@@ -2,7 +2,7 @@
 
 `estimate_gpt_memory` and `fit_my_gpu` (utils.memory_plan) take train_gpt's arguments plus these. Each entry calls
 `checked_plan_call` first, so a string, NaN, infinity or out-of-range value is a ValueError naming the keyword and
-what it accepts (the same checks as TrainArguments: utils.options.arguments._checked), never a raw Python error or
+what it accepts (the same checks as TrainArguments: utils.options.option.checked_value), never a raw Python error or
 a plan of something else. A keyword declared here is checked at every entry; one the planner takes without a
 declaration here fails tests/memory_plan/test_plan_options.py.
 """
@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from utils.device.gpu import GPUInfo
-from utils.options.arguments import Option, TrainArguments, _checked
+from utils.options.arguments import TrainArguments
+from utils.options.option import Option, checked_value
 
 CARD_SIZES_GB = (4, 6, 8, 12, 16, 24, 48, 80)
 
@@ -81,7 +82,7 @@ def checked_plan_option(name: str, value: Any) -> Any:
         return value
     default, spec = PLAN_OPTIONS[name]
     try:
-        return _checked(name, value, default, spec)
+        return checked_value(name, value, default, spec)
     except ValueError as exc:
         raise ValueError(f"{str(exc).rstrip('.')}: {name} takes {accepted(spec, default)}, {spec.help}.") from None
 

@@ -12,5 +12,6 @@ Importable from a notebook, each module documented where it is defined:
   clip decoded, measured and scored for naturalness in worker processes: `clip_check`, `naturalness_flags`).
 - `compare.compare_with_base`: a fine-tuned run beside its base model, same text, reference and seed.
 
-During training, `utils.training.quality_eval` and `utils.training.best_checkpoint` use them at each evaluation.
+During training, `utils.training.evaluation.quality_eval` and `utils.training.evaluation.best_checkpoint` use them at
+each evaluation.
 """

@@ -9,7 +9,7 @@ from typing import Any
 import psutil
 import torch
 
-from utils.training import distributed
+from utils.training.ranks import distributed
 
 
 class StopFlag:

@@ -4,7 +4,7 @@ Rank 0 validates, creates the run folder, writes its record and files and builds
 sends the folder (`distributed.share_run_dir`). Only then does a rank > 0 build its own trainer in that
 folder, so every file it reads (config, vocab, a converted base model, the checkpoint to resume) exists.
 Its trainer saves nothing (coqui's and our saves are gated on rank 0), its metrics logger writes nothing,
-and coqui's per-rank log file and config copy are left out (utils.training.trainer).
+and coqui's per-rank log file and config copy are left out (utils.training.loop.trainer).
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from utils.model.ready import READY_DIR
-from utils.training import distributed
 from utils.training.controls import torch_settings_restored
-from utils.training.data_parallel import join_training
-from utils.training.metrics import MetricsLogger
-from utils.training.outcome import RunOutput
-from utils.training.run_record import METRICS_FILE
-from utils.training.setup import build_training_setup
+from utils.training.inputs import ddp_data
+from utils.training.loop.setup import build_training_setup
+from utils.training.ranks import distributed
+from utils.training.ranks.data_parallel import join_training
+from utils.training.recording.metrics import MetricsLogger
+from utils.training.recording.outcome import RunOutput
+from utils.training.recording.run_record import METRICS_FILE
 
 if TYPE_CHECKING:
     from utils.data.validation import DatasetReport
@@ -46,7 +47,7 @@ def train_beside_rank_zero(
 ) -> RunOutput:
     """Train as a rank > 0 of a run (after `describe_ranks`); returns where rank 0 writes the voice."""
     run_dir = distributed.share_run_dir(None)
-    steps = distributed.steps_per_epoch(report.train_count, args.batch_size)
+    steps = ddp_data.steps_per_epoch(report.train_count, args.batch_size)
     metrics = SilentMetrics(
         run_dir / METRICS_FILE,
         batch_size=args.batch_size,

@@ -4,6 +4,8 @@ Order of work: cheap argument checks (in TrainArguments, then the files it names
 and the base model (all before any folder or model exists), then the run folder and its record, the model and coqui's
 training loop, and the `ready/` export. From the moment the folder exists, every ending is recorded
 in run.json and metrics.jsonl: finished, stopped, interrupted or failed with the reason.
+The end, after the last step (ready/, the verdict, sampling settings, the ending's record), is
+`RunEnding` (utils.training.ending), this class's base.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import math
-import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,42 +26,46 @@ from utils.device.gpu import detect_gpu
 from utils.device.memory import format_memory_stats
 from utils.files import append_jsonl, atomic_output, is_disk_full, rewrite_jsonl, write_json_atomic
 from utils.model.base_models import BaseModel, ensure_base_model
-from utils.model.ready import REFERENCE_WAV, export_ready, write_reference_wav
+from utils.model.ready import REFERENCE_WAV, write_reference_wav
 from utils.options.arguments import TrainArguments
 from utils.options.input_files import check_input_files
 from utils.text.frontend import TextFrontEnd
 from utils.text.languages import canonical_language
-from utils.training import distributed
-from utils.training.advice import out_of_memory_advice, planner_suggestion
-from utils.training.auto_batch import plan_generation_batch, probe_batch_size
-from utils.training.best_checkpoint import CheckpointChoice, checkpoint_choice
-from utils.training.checkpoints import DiskFull, newest_checkpoint
+from utils.training.checkpointing.checkpoints import DiskFull, newest_checkpoint
+from utils.training.checkpointing.finish_export import export_pending, finish_without_training
+from utils.training.checkpointing.resume_checks import check_resume, checkpoint_steps
 from utils.training.controls import StopFlag, torch_settings_restored
-from utils.training.data_parallel import join_training
-from utils.training.finish_export import EXPORT_ONLY_MESSAGE, export_pending, finish_without_training
-from utils.training.inference_search import choose_inference_settings
-from utils.training.input_checks import (
+from utils.training.ending import RunEnding
+from utils.training.evaluation.best_checkpoint import CheckpointChoice, checkpoint_choice
+from utils.training.inputs import ddp_data
+from utils.training.inputs.input_checks import (
     check_checkpoint_file,
     check_clip_length,
     check_output_path,
     raise_if_unusable,
     resume_point,
 )
-from utils.training.lora import LoraSettings, export_adapter
-from utils.training.metrics import MetricsLogger
-from utils.training.oom import OutOfMemoryLog, resumed_micro_batch
-from utils.training.outcome import RunOutput
-from utils.training.phase_times import EXPORT, INFERENCE_SEARCH, PhaseTimes
+from utils.training.inputs.text_checks import text_check_options
+from utils.training.loop.advice import out_of_memory_advice, planner_suggestion
+from utils.training.loop.auto_batch import plan_generation_batch, probe_batch_size, resolve_batch
+from utils.training.loop.oom import OutOfMemoryLog, resumed_micro_batch
+from utils.training.loop.setup import TrainingSetup, build_training_setup
 from utils.training.rank_run import train_beside_rank_zero
-from utils.training.records import RunRecord, StatusRecord
-from utils.training.resume_checks import check_resume, checkpoint_steps
-from utils.training.run_record import (
+from utils.training.ranks import distributed
+from utils.training.ranks.data_parallel import join_training
+from utils.training.recording.metrics import MetricsLogger
+from utils.training.recording.outcome import RunOutput
+from utils.training.recording.phase_times import PhaseTimes
+from utils.training.recording.records import RunRecord, StatusRecord
+from utils.training.recording.run_record import (
     DATASET_REPORT_FILE,
     DROPPED_ROWS_FILE,
     METRICS_FILE,
     OPTIMIZATIONS_FILE,
     RunStatus,
+    changed_arguments,
     create_run_dir,
+    history_entry,
     library_versions,
     load_run,
     now_iso,
@@ -69,17 +74,14 @@ from utils.training.run_record import (
     update_run,
     write_run,
 )
-from utils.training.setup import TrainingSetup, build_training_setup
-from utils.training.spec import RunSpec, resolve_batch
-from utils.training.tensorboard_log import TensorBoardMirror
-from utils.training.text_checks import text_check_options
-from utils.training.verdict import run_verdict
+from utils.training.recording.spec import RunSpec
+from utils.training.recording.tensorboard_log import TensorBoardMirror
 
 SUPERSEDED_METRICS_FILE = "metrics.superseded.jsonl"  # records of steps a resume trains again
 ProgressCallback = Callable[[dict[str, Any]], None]
 
 
-class TrainingRun:
+class TrainingRun(RunEnding):
     """One fine-tuning run: `execute()` trains and returns where the voice is."""
 
     def __init__(
@@ -185,7 +187,7 @@ class TrainingRun:
         )
         if generation_choice:
             print(generation_choice, flush=True)
-        steps_per_epoch = distributed.steps_per_epoch(report.train_count, self.args.batch_size)
+        steps_per_epoch = ddp_data.steps_per_epoch(report.train_count, self.args.batch_size)
         self.dataset_fingerprint = report.fingerprint()
         self.micro_batch = resumed_micro_batch(self.resume_dir, self.args.batch_size)
         if self.resume_dir is not None and self.resume_point is not None:
@@ -274,7 +276,7 @@ class TrainingRun:
 
     def _metrics_logger(self, train_rows: int, tensorboard: TensorBoardMirror | None) -> MetricsLogger:
         assert self.run_dir is not None
-        steps_per_epoch = distributed.steps_per_epoch(train_rows, self.args.batch_size)
+        steps_per_epoch = ddp_data.steps_per_epoch(train_rows, self.args.batch_size)
         return MetricsLogger(
             self.run_dir / METRICS_FILE,
             batch_size=self.args.batch_size * len(self.ranks),
@@ -443,134 +445,3 @@ class TrainingRun:
     def _clip_failures(self) -> dict[str, Any]:
         """How many clips could not be loaded during training, and the first few, for run.json and the page."""
         return {"clips_failed": len(self.clip_failures), "clip_failures": self.clip_failures[:20]}
-
-    # --- after training -------------------------------------------------------------------------------
-    def _finish(self, base: BaseModel) -> RunOutput:
-        """Export ready/ from the run's checkpoint and record how the run ended."""
-        assert self.run_dir is not None and self.setup is not None
-        trainer = self.setup.trainer
-        status = trainer.outcome or RunStatus.FAILED
-        best = self.run_dir / "best_model.pth"
-        checkpoint = best if best.is_file() else newest_checkpoint(self.run_dir)
-        if checkpoint is None:
-            self._set_status(
-                status, finished=now_iso(), steps_done=0, message="Stopped before the first step: nothing saved."
-            )
-            raise RuntimeError(f"The run {status.value} before its first step; nothing was saved in {self.run_dir}.")
-        exporting = self.phase_times.clock()
-        chosen = self._chosen(checkpoint)
-        verdict = run_verdict(self.run_dir, chosen.get("checkpoint_step"))
-        ready = export_ready(
-            self.run_dir,
-            checkpoint,
-            config=self.setup.inference_config,
-            vocab_path=self.setup.vocab_path,
-            speakers_path=base.speakers,
-            reference_wav=self.run_dir / REFERENCE_WAV,
-            base_weights=trainer.config.model_args.xtts_checkpoint,
-            finetune_info={
-                "base_version": base.version,
-                "language": self.language,
-                "text_frontend": self.frontend.to_dict(),
-                "run_dir": str(self.run_dir),
-                "steps_done": trainer.total_steps_done,
-                **chosen,
-                **({"verdict": verdict} if verdict else {}),
-            },
-        )
-        adapter = self._export_adapter(base, checkpoint)
-        self.phase_times.add(EXPORT, self.phase_times.clock() - exporting)
-        inference = self._choose_inference(ready, status)
-        update_run(self.run_dir, inference=inference, **({"verdict": verdict} if verdict else {}))
-        self.phase_times.end()
-        failures = self._clip_failures()
-        skipped = (
-            f" {failures['clips_failed']} clip(s) could not be loaded and were skipped (listed in run.json)."
-            if failures["clips_failed"]
-            else ""
-        )
-        message = {
-            RunStatus.FINISHED: EXPORT_ONLY_MESSAGE if self.export_only else "Training finished.",
-            RunStatus.STOPPED: f"Stopped at step {trainer.total_steps_done}; checkpoint saved: "
-            f"{trainer.stop_checkpoint}",
-            RunStatus.INTERRUPTED: f"Interrupted at step {trainer.total_steps_done}; checkpoint saved: "
-            f"{trainer.stop_checkpoint}",
-        }.get(status, status.value) + skipped
-        if self.choice is not None and self.choice.stop_message:
-            message = self.choice.stop_message + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
-        if trainer.stop_reason:
-            message = trainer.stop_reason + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
-        message += f" {verdict['text']}" if verdict else ""
-        self._set_status(
-            status,
-            finished=now_iso(),
-            steps_done=trainer.total_steps_done,
-            checkpoint_path=str(checkpoint),
-            stop_checkpoint=trainer.stop_checkpoint,
-            **({"stop_reason": trainer.stop_reason} if trainer.stop_reason else {}),
-            ready_dir=str(ready),
-            **({"adapter_dir": str(adapter)} if adapter else {}),
-            message=message,
-            timings=self.phase_times.as_dict(),
-            **failures,
-        )
-        print(f"\n{message}\nReady for inference: {ready}", flush=True)
-        return RunOutput(self.run_dir, ready, checkpoint)
-
-    def _choose_inference(self, ready: Path, status: RunStatus) -> dict[str, Any]:
-        """Sampling settings measured on the ready/ voice, written into it (utils.training.inference_search), but not
-        after a Ctrl-C (the user wants the prompt back); what run.json keeps of them: the settings and their source."""
-        searching = self.phase_times.clock()
-        choice = self.choice
-        record = choose_inference_settings(
-            ready,
-            choice.evaluator if choice else None,
-            choice.budget if choice else None,
-            0 if status is RunStatus.INTERRUPTED else self.args.inference_search,
-            self.args.seed,
-        )
-        self.phase_times.add(INFERENCE_SEARCH, self.phase_times.clock() - searching)
-        return {k: record.get(k) for k in ("settings", "source", "reason")}
-
-    def _export_adapter(self, base: BaseModel, checkpoint: Path) -> Path | None:
-        """A LoRA run's adapter alone in run_dir/adapter/ (from the checkpoint ready/ holds merged)."""
-        settings = LoraSettings.from_args(self.args)
-        if settings is None:
-            return None
-        assert self.run_dir is not None and self.setup is not None
-        info = {
-            "rank": settings.rank,
-            "alpha": settings.alpha,
-            "targets": list(settings.targets),
-            "base_version": base.version,
-            "language": self.language,
-            "new_language": bool(self.setup.vocab_info.get("extended")),
-            **self._chosen(checkpoint),
-        }
-        return export_adapter(self.run_dir, checkpoint, info)
-
-    def _chosen(self, checkpoint: Path) -> dict[str, Any]:
-        """What ready/finetune.json says about the checkpoint it holds: its step and, for the best model, why."""
-        best = self.choice.best if self.choice is not None else None
-        if checkpoint.name == "best_model.pth" and best:
-            return {"checkpoint_step": best["step"], "best": best}
-        match = re.fullmatch(r"checkpoint_(\d+)\.pth", checkpoint.name)
-        return {"checkpoint_step": int(match.group(1)) if match else None}
-
-
-def changed_arguments(before: dict[str, Any], now: dict[str, Any]) -> dict[str, list[Any]]:
-    """{option: [before, now]} for what a resume changed on purpose (resume_from itself excluded)."""
-    if not before:
-        return {}
-    return {k: [before.get(k), v] for k, v in now.items() if k != "resume_from" and before.get(k) != v}
-
-
-def history_entry(previous: RunRecord) -> dict[str, Any]:
-    """What run.json `history` keeps of an earlier session of a resumed run."""
-    return {
-        "started": previous.started,
-        "finished": previous.finished,
-        "status": previous.status,
-        "steps_done": previous.steps_done,
-        "arguments": previous.arguments,
-    }

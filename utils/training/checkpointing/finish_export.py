@@ -1,0 +1,55 @@
+"""Finishing a run whose export failed: it trained every step, but its `ready/` is missing or incomplete.
+
+The export comes last: when the disk fills (or a file size limit is hit) while `ready/` is written, the run ends
+as failed with all its checkpoints on disk. A resume of it (`train_gpt(resume_from=RUN)`, the page's "Finish
+export") then trains nothing: it builds the run as a resume does (the same base model, vocabulary and config,
+the same chosen checkpoint: the best by the run's rule, else the newest) and writes `ready/` from it. A resume
+that would train is unchanged; a run whose `ready/` is complete still has "nothing left to train".
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from utils.model.ready import FINETUNE_FILE, READY_DIR, REFERENCE_WAV
+from utils.training.recording.checkpoint_files import checkpoints
+from utils.training.recording.run_record import RunStatus, load_run
+
+# What every ready/ holds (speakers_xtts.pth only where the base model has one).
+READY_FILES = ("model.pth", "config.json", "vocab.json", REFERENCE_WAV, FINETUNE_FILE)
+EXPORT_ONLY_MESSAGE = "Export finished: ready/ written from the run's checkpoint; nothing was trained again."
+
+
+def ready_complete(run_dir: str | os.PathLike) -> bool:
+    ready = Path(run_dir) / READY_DIR
+    return all((ready / name).is_file() for name in READY_FILES)
+
+
+def export_pending(run_dir: str | os.PathLike, steps_done: int | None, total_steps: int) -> bool:
+    """Whether a resume of `run_dir` at `steps_done` with `total_steps` planned only has ready/ left to write."""
+    return steps_done is not None and steps_done >= total_steps and not ready_complete(run_dir)
+
+
+def finishable(run_dir: str | os.PathLike) -> bool:
+    """A run of which only the export is left, by its own record: not active, its newest checkpoint at (or past)
+    the steps it planned, and ready/ incomplete (what the page offers to finish)."""
+    record = load_run(run_dir)
+    found = checkpoints(Path(run_dir))
+    if RunStatus.parse(record.status).active or not found or not record.total_steps:
+        return False
+    return export_pending(run_dir, found[-1][0], int(record.total_steps))
+
+
+def finishable_runs(runs: list[Path]) -> list[Path]:
+    return [run_dir for run_dir in runs if finishable(run_dir)]
+
+
+def finish_without_training(trainer: Any) -> None:
+    """Instead of `trainer.fit()` for a run with only its export left: the restored trainer is the finished run."""
+    trainer.outcome = RunStatus.FINISHED
+    try:
+        trainer.dashboard_logger.finish()
+    finally:
+        trainer.close_log_files()

@@ -1,0 +1,163 @@
+"""Making coqui's Trainer one rank of a multi-process run: torch's DistributedDataParallel around the GPT.
+
+coqui's Trainer stays in its one-device mode (its own DDP path needs CUDA, and it unwraps the model, so
+its forwards never go through DDP and gradients are never averaged). Instead `join_training`:
+- wraps the GPT (the only trained part) in DistributedDataParallel: its constructor copies rank 0's
+  weights to every rank, and each training backward averages the gradients across ranks. Gradient
+  accumulation micro-steps that do not step the optimizer skip the exchange (what `no_sync()` does);
+- adds one all_reduce per step (`StepSync`) that carries whether any rank was asked to stop, so every
+  rank stops after the same step, and each rank's loss and memory, which rank 0 writes into metrics.jsonl.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from utils.device.memory import GPU_FIELDS, get_memory_stats
+from utils.training.ranks import distributed
+from utils.training.ranks.rank_trace import install_trace
+
+# Each rank's share of the per-step all_reduce: its loss terms and its memory.
+_LOSS_FIELDS = ("loss_text_ce", "loss_mel_ce")
+_MEMORY_FIELDS = (*GPU_FIELDS, "process_rss_mb")
+
+
+def join_training(trainer: Any, ranks: list[dict[str, Any]]) -> None:
+    """Make `trainer` (a FineTuneTrainer whose model is built) a rank of the run; nothing in a one-process run.
+    `ranks` is `distributed.describe_ranks()`. The DistributedDataParallel constructor is a collective: every
+    rank calls this once, before `fit`."""
+    if not distributed.is_distributed():
+        return
+    model = trainer.model
+    gpt = model.xtts.gpt
+    device = next(gpt.parameters()).device
+    ddp = DistributedDataParallel(
+        gpt, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
+    )
+    step = DataParallelStep(model, ddp)
+    # An instance attribute: the model's own forward, state_dict keys and checkpoints stay as they are.
+    model.forward = step.forward
+    asked, choice = trainer.should_stop, trainer.choose_best  # the caller's stop; rank 0's early stop
+    sync = StepSync(
+        lambda: bool(asked is not None and asked()) or getattr(choice, "stop_requested", False),
+        step,
+        [r["device"] for r in ranks],
+    )
+    trainer.should_stop = sync.agreed_stop  # the Trainer's stop check now acts on every rank's request
+    callbacks = trainer.callbacks
+    callbacks.callbacks_on_train_epoch_start.append(step.on_epoch_start)
+    callbacks.callbacks_on_train_step_start.append(step.on_step_start)
+    callbacks.callbacks_on_train_step_end.insert(0, sync)  # before the metrics record is written
+    if hasattr(trainer.dashboard_logger, "extra_step_fields"):  # rank 0's MetricsLogger
+        trainer.dashboard_logger.extra_step_fields = sync.record_fields
+    install_trace(trainer, step)  # only with $XTTS_DDP_TRACE set
+
+
+class DataParallelStep:
+    """The training forward through DDP, and where each step stands in its epoch (for the accumulation)."""
+
+    def __init__(self, model: Any, ddp: DistributedDataParallel) -> None:
+        self.model = model
+        self.ddp = ddp
+        self.plain_forward = model.forward
+        self.step_in_epoch = 0
+        self.sync_gradients = True
+        self.losses: tuple[float, float] = (math.nan, math.nan)  # this rank's weighted loss terms of the last step
+
+    def on_epoch_start(self, trainer: Any) -> None:
+        # The batch sampler's epoch and a resumed epoch's start are set by FineTuneTrainer.train_epoch.
+        self.step_in_epoch = 0
+
+    def on_step_start(self, trainer: Any) -> None:
+        # coqui steps the optimizer after every grad_accum_steps-th batch of the epoch and after its last one.
+        position = self.step_in_epoch + 1
+        self.step_in_epoch = position
+        self.sync_gradients = position % trainer.grad_accum_steps == 0 or position == len(trainer.train_loader)
+
+    def forward(self, text_inputs, text_lengths, audio_codes, wav_lengths, cond_mels, cond_idxs, cond_lens):
+        """GPTTrainer.forward, through DDP while gradients are computed (evaluation has nothing to average)."""
+        if not torch.is_grad_enabled():
+            return self.plain_forward(
+                text_inputs, text_lengths, audio_codes, wav_lengths, cond_mels, cond_idxs, cond_lens
+            )
+        # Set for the whole step (forward and backward), as ddp.no_sync() does on the steps that only accumulate.
+        self.ddp.require_backward_grad_sync = self.sync_gradients
+        loss_text, loss_mel, latent = self.ddp(
+            text_inputs,
+            text_lengths,
+            audio_codes,
+            wav_lengths,
+            cond_mels=cond_mels,
+            cond_idxs=cond_idxs,
+            cond_lens=cond_lens,
+        )
+        weights = self.model.args
+        self.losses = (
+            loss_text.detach() * weights.gpt_loss_text_ce_weight,
+            loss_mel.detach() * weights.gpt_loss_mel_ce_weight,
+        )
+        return loss_text, loss_mel, latent
+
+
+class StepSync:
+    """The first step-end callback on every rank: one all_reduce (a sum where each rank fills its own slots)
+    of [stop requested anywhere, each rank's loss terms and memory]."""
+
+    def __init__(self, local_stop: Any, step: DataParallelStep, devices: list[str]) -> None:
+        self.local_stop = local_stop
+        self.step = step
+        self.devices = devices
+        self.stop = False
+        self.ranks: list[dict[str, Any]] = []
+
+    def __call__(self, trainer: Any) -> None:
+        fields = (*_LOSS_FIELDS, *_MEMORY_FIELDS)
+        world, me = distributed.world_size(), distributed.rank()
+        memory = get_memory_stats()
+        own = [float(v) for v in self.step.losses]
+        own += [math.nan if memory[f] is None else memory[f] for f in _MEMORY_FIELDS]
+        values = torch.zeros(1 + world * len(fields), dtype=torch.float64)
+        values[0] = 1.0 if self.local_stop is not None and self.local_stop() else 0.0
+        values[1 + me * len(fields) : 1 + (me + 1) * len(fields)] = torch.tensor(own, dtype=torch.float64)
+        on_gpu = dist.get_backend() == "nccl"
+        reduced = values.cuda() if on_gpu else values
+        dist.all_reduce(reduced)
+        values = reduced.cpu() if on_gpu else reduced
+        self.stop = bool(values[0] > 0)
+        rows = values[1:].view(world, len(fields)).tolist()
+        self.ranks = [
+            {"rank": r, "device": self.devices[r], **{f: _value(f, v) for f, v in zip(fields, row, strict=True)}}
+            for r, row in enumerate(rows)
+        ]
+        if me != 0 and torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.reset_peak_memory_stats()  # peaks per step, as rank 0's metrics logger keeps them
+
+    def agreed_stop(self) -> bool:
+        """Whether any rank was asked to stop at this step (the same answer on every rank)."""
+        return self.stop
+
+    def record_fields(self) -> dict[str, Any]:
+        """What rank 0 adds to a step's metrics record: the loss averaged over the ranks, and each rank's
+        loss terms and memory (the page shows memory per GPU)."""
+        fields: dict[str, Any] = {"world_size": len(self.ranks), "ranks": self.ranks}
+        means = {f: _mean([r[f] for r in self.ranks]) for f in _LOSS_FIELDS}
+        if None not in means.values():
+            fields.update(means, loss=means["loss_text_ce"] + means["loss_mel_ce"])
+        else:
+            fields.update(loss=None, loss_text_ce=means["loss_text_ce"], loss_mel_ce=means["loss_mel_ce"])
+        return fields
+
+
+def _value(field: str, value: float) -> float | None:
+    if math.isnan(value):
+        return None
+    return round(value, 1) if field in _MEMORY_FIELDS else value
+
+
+def _mean(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else sum(values) / len(values)  # type: ignore[arg-type]
