@@ -57,9 +57,10 @@ _SCALARS: dict[str, dict[str, str]] = {
 class TensorBoardMirror:
     """Writes each metrics record that has a step into `run_dir/tensorboard/`.
 
-    The writer is opened at the first such record. A resumed run opens it with that record's step as
-    `purge_step`, so steps the earlier leg wrote after its last checkpoint (a kill -9) are dropped from
-    the curves instead of drawn twice. A failure to write is logged once and never stops training.
+    The writer is opened at the first such record. A resumed run opens it with the step before that record's as
+    `purge_step`, so steps the earlier leg wrote after its last checkpoint (a kill -9) are dropped from the curves
+    instead of drawn twice, and its last kept step is written again from metrics.jsonl. A failure to write is
+    logged once and never stops training.
     """
 
     def __init__(self, run_dir: str | Path, *, resumed: bool = False) -> None:
@@ -76,17 +77,20 @@ class TensorBoardMirror:
             return
         try:
             writer = self._open(step)
-            for field, tag in tags.items():
-                value = record.get(field)
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                    writer.add_scalar(tag, value, step)
-            if record["type"] == QualityRecord.TYPE:
-                self._clips(writer, record, step)
-            # Into the file at once (a flush, not an fsync): a kill -9 then loses no step before its checkpoint.
-            writer.flush()
+            self._write(writer, record, tags, step)
         except Exception as exc:  # noqa: BLE001 - a mirror must never end a run (disk full, a bad clip)
             self._broken = True
             log.warning("TensorBoard logging stopped: %s: %s", type(exc).__name__, exc)
+
+    def _write(self, writer: Any, record: dict[str, Any], tags: dict[str, str], step: int) -> None:
+        for field, tag in tags.items():
+            value = record.get(field)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                writer.add_scalar(tag, value, step)
+        if record["type"] == QualityRecord.TYPE:
+            self._clips(writer, record, step)
+        # Into the file at once (a flush, not an fsync): a kill -9 then loses at most the record being written.
+        writer.flush()
 
     def _open(self, step: int) -> Any:
         if self._writer is None:
@@ -95,10 +99,23 @@ class TensorBoardMirror:
             from utils.files import refuse_link_out
 
             refuse_link_out(self.log_dir, self.run_dir)  # as every write of the product: never out of the run folder
-            self._writer = SummaryWriter(
-                log_dir=str(self.log_dir), purge_step=step if self.resumed else None, flush_secs=30
-            )
+            # A resume also purges the step before its first: the earlier leg's last record (appended to
+            # metrics.jsonl, then mirrored) may have lost its mirror to a kill -9 between the two, so that step is
+            # written again from metrics.jsonl.
+            purge = max(step - 1, 1) if self.resumed else None
+            self._writer = SummaryWriter(log_dir=str(self.log_dir), purge_step=purge, flush_secs=30)
+            if purge is not None:
+                self._replay(self._writer, purge)
         return self._writer
+
+    def _replay(self, writer: Any, purge: int) -> None:
+        """The records of metrics.jsonl from step `purge` on, but its last line (the record this call mirrors)."""
+        from utils.files import read_jsonl
+
+        for record in read_jsonl(self.run_dir / "metrics.jsonl")[:-1]:
+            tags, step = _SCALARS.get(record.get("type", "")), record.get("step")
+            if tags is not None and isinstance(step, int) and step >= purge:
+                self._write(writer, record, tags, step)
 
     def _clips(self, writer: Any, record: dict[str, Any], step: int) -> None:
         import numpy as np
