@@ -92,7 +92,7 @@ def cli_progress(output: Path, *processes: subprocess.Popen) -> tuple:
     return (folder_growth(output), *(file_growth(p.log) for p in processes), *(cpu_seconds(p) for p in processes))
 
 
-def wait_for_steps(output: Path, count: int, process: subprocess.Popen) -> Path:
+def wait_for_steps(output: Path, count: int, process: subprocess.Popen, poll: float = 0.5) -> Path:
     def reached() -> Path | None:
         for run_dir in list_runs(output):
             if len(steps(run_dir)) >= count:
@@ -101,7 +101,7 @@ def wait_for_steps(output: Path, count: int, process: subprocess.Popen) -> Path:
             raise AssertionError(f"the run ended early:\n{cli_output(process)[-3000:]}")
         return None
 
-    return wait_until(reached, f"a run to reach {count} steps", progress=cli_progress(output, process))
+    return wait_until(reached, f"a run to reach {count} steps", progress=cli_progress(output, process), poll=poll)
 
 
 def test_a_checkpoint_that_landed_after_the_last_record_is_what_the_dead_run_names(tmp_path):
