@@ -209,6 +209,45 @@ def test_out_of_memory_at_one_clip_stops_with_a_checkpoint_and_what_fits(tiny_ba
     assert runner.state.message == reason  # the page says why, not just "Stopped."
 
 
+@pytest.mark.slow
+def test_an_eval_batch_whose_formatting_runs_out_of_memory_is_formatted_in_halves(tiny_base, tmp_path):
+    """coqui formats the eval loader's whole batch (mel spectrograms, DVAE codes) before its step; an error there
+    stopped the run. The hook refuses more than 2 clips to the mel spectrograms (of the conditioning and of the DVAE
+    codes) while evaluating."""
+    from TTS.tts.layers.tortoise.arch_utils import TorchMelSpectrogram
+
+    csv_path = write_dataset(tmp_path / "data", n=8)
+    eval_csv = write_dataset(tmp_path / "held-out", n=4, seed_offset=50)
+    rows: list[int] = []
+
+    def hook(module: torch.nn.Module, args: tuple) -> None:
+        if isinstance(module, TorchMelSpectrogram) and torch.is_inference_mode_enabled():
+            rows.append(int(args[0].shape[0]))
+            if rows[-1] > 2:
+                raise torch.OutOfMemoryError("CUDA out of memory (injected by the test: the eval batch's mels)")
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+    try:
+        result = train_gpt(
+            train_csv=str(csv_path),
+            eval_csv=str(eval_csv),
+            output_path=str(tmp_path / "out"),
+            num_epochs=2,
+            batch_size=4,
+            grad_acumm=1,
+            **FAST,
+        )
+    finally:
+        handle.remove()
+    record = run_json(result.run_dir)
+    assert record["status"] == "finished", record.get("error")
+    (event,) = record["out_of_memory"]
+    assert (event["batch_before"], event["batch_after"]) == (4, 2) and event["error"].startswith("eval loss:")
+    assert rows[0] == 4 and max(rows[1:]) == 2, rows  # the whole eval batch once, then its halves
+    evals = [r for r in read_jsonl(Path(result.run_dir) / "metrics.jsonl") if r["type"] == "eval"]
+    assert [r["step"] for r in evals] == [2, 4] and all(r["eval_loss"] is not None for r in evals)
+
+
 # --- the scored evaluation's generation ------------------------------------------------------------------
 
 

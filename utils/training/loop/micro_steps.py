@@ -5,11 +5,16 @@ memory is trained again in micro-batches, and the run goes on.
 catch torch.OutOfMemoryError around coqui's, free what the failed attempt held and try the same batch again with
 half as many clips per forward/backward; `format_batch` hands a training batch larger than the micro-batch on as
 its pieces, and `optimize` trains them one after another, the optimizer stepping after the last.
+
+An eval-loss batch is formatted inside `eval_step`, piece by piece: coqui's `eval_epoch` formats the loader's whole
+batch before its step, where formatting (mel spectrograms and DVAE codes on the device) of a batch the training
+steps had to split ran out of memory outside any retry.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import gc
 import logging
 from collections.abc import Callable
@@ -40,6 +45,18 @@ class OutOfMemoryRecovery:
         self.on_out_of_memory: Callable[[dict[str, Any]], None] | None = None  # the run records each event
         self.what_would_fit: Callable[[], str] | None = None  # the run's Fit my GPU answer, for a stop at one clip
         self._in_train_step = False
+        self._in_eval_epoch = False
+
+    def eval_precision(self) -> contextlib.AbstractContextManager:
+        """The precision an eval-loss forward runs in (FineTuneTrainer: as training does)."""
+        return contextlib.nullcontext()
+
+    def eval_epoch(self) -> None:
+        self._in_eval_epoch = True
+        try:
+            super().eval_epoch()
+        finally:
+            self._in_eval_epoch = False
 
     def train_step(self, batch: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         """coqui's step; after an out-of-memory error, the same batch again in smaller micro-batches."""
@@ -59,15 +76,18 @@ class OutOfMemoryRecovery:
             self._recover_from_out_of_memory(error, self.total_steps_done + 1)
 
     def eval_step(self, batch: dict[str, Any], step: int) -> tuple[Any, Any]:
-        """coqui's eval step, in the run's micro-batches (each piece's losses enter the averages); after an
-        out-of-memory error, the same batch again in smaller ones."""
-        first = True
+        """coqui's eval step, in the run's micro-batches (each piece's losses enter the averages); a batch from
+        `eval_epoch` comes unformatted and each piece is formatted here; after an out-of-memory error, the same
+        batch again in smaller pieces."""
+        unformatted, first = isinstance(batch, _Unformatted), True
         while True:
             try:
                 split = self.micro_batching.split(attempt(batch, first))
                 result: tuple[Any, Any] = (None, None)
                 for piece in split if isinstance(split, Pieces) else [split]:
-                    result = super().eval_step(piece, step)
+                    formatted = super().format_batch(piece) if unformatted else piece
+                    with self.eval_precision():
+                        result = super().eval_step(formatted, step)
                 return result
             except torch.OutOfMemoryError as exc:
                 if not self.micro_batching.recovers:
@@ -102,7 +122,10 @@ class OutOfMemoryRecovery:
             raise OutOfMemoryStop(event["message"])
 
     def format_batch(self, batch: dict[str, Any]) -> Any:
-        """coqui's; a training batch larger than the micro-batch is split, each piece formatted in `optimize`."""
+        """coqui's; a training batch larger than the micro-batch is split, each piece formatted in `optimize`; an
+        eval-loss batch is formatted in `eval_step`."""
+        if self._in_eval_epoch:
+            return _Unformatted(batch)
         if self._in_train_step:
             split = self.micro_batching.split(batch)
             if isinstance(split, Pieces):
@@ -128,3 +151,7 @@ class OutOfMemoryRecovery:
         finally:
             self.grad_accum_steps = accumulation
         return outputs, merge_losses(parts), seconds
+
+
+class _Unformatted(dict):
+    """A loader batch as collated, handed by `format_batch` to `eval_step`, which formats it in pieces."""

@@ -283,13 +283,13 @@ class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
             if saved is not None:
                 self.best_loss = loss
 
-    def eval_step(self, batch: dict[str, Any], step: int) -> tuple[Any, Any]:
-        """coqui's evaluation ran in full precision even when training used autocast; it runs as training does."""
+    def eval_precision(self) -> contextlib.AbstractContextManager:
+        """coqui's evaluation ran in full precision even when training used autocast; it runs as training does
+        (its batch is formatted outside, in full precision, as a training batch is)."""
         device, dtype = self._get_autocast_args(
             mixed_precision=self.config.mixed_precision, precision=self.config.precision
         )
-        with torch.autocast(device_type=device, dtype=dtype, enabled=self.config.mixed_precision):
-            return super().eval_step(batch, step)
+        return torch.autocast(device_type=device, dtype=dtype, enabled=self.config.mixed_precision)
 
     def _restore_best_loss(self) -> None:
         """On resume, the loss to beat is the best model's (read without loading its tensors)."""
