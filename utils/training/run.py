@@ -174,39 +174,63 @@ class TrainingRun(RunEnding):
             return train_beside_rank_zero(
                 self.args, self.frontend, self.should_stop, self.resume_point, base, report, self.ranks
             )
-        # Before any model is built: batch_size="auto" becomes a number, and the spec is final.
+        probe_batch, total_steps = self._plan_sizes(report)
+        self.dataset_fingerprint = report.fingerprint()
+        self.micro_batch = resumed_micro_batch(self.resume_dir, self.args.batch_size)
+        self._check_resume(base, total_steps)
+        self._open_run_folder(base, report, probe_batch)
+        with torch_settings_restored(), self._recording_failures():
+            self._prepare_training(base, report, probe_batch)
+            try:
+                distributed.share_run_dir(self.run_dir)  # the other ranks (if any) build their trainers now
+                join_training(self.setup.trainer, self.ranks)
+                if self.export_only:
+                    finish_without_training(self.setup.trainer)
+                else:
+                    self.setup.trainer.fit()
+            finally:
+                self.clip_failures = list(self.setup.trainer.model.clip_failures)  # the model is released next
+                self.setup.release()
+            return self._finish(base)
+
+    def _plan_sizes(self, report: DatasetReport) -> tuple[bool, int]:
+        """Before any model is built: batch_size="auto" becomes a number (the spec is final), and the scored
+        evaluation's generation batch is planned (a plan that is traced patches torch meanwhile). Returns whether
+        the batch size is still to be confirmed by a probe step, and the run's total steps."""
         durations = None
         if self.args.batch_size == "auto" and self.resume_dir is None:
             durations = [seconds for _, seconds in report.iter_usable("train")]  # the longest batch is planned
         self.args, self.batch_choice, probe_batch = resolve_batch(
             self.args, report.train_count, self.resume_dir, durations
         )
-        # Also before any model is built: a plan that is traced patches torch meanwhile.
         self.generation_batch, generation_choice = plan_generation_batch(
             self.args, durations or [seconds for _, seconds in report.iter_usable("train")]
         )
         if generation_choice:
             print(generation_choice, flush=True)
-        steps_per_epoch = ddp_data.steps_per_epoch(report.train_count, self.args.batch_size)
-        self.dataset_fingerprint = report.fingerprint()
-        self.micro_batch = resumed_micro_batch(self.resume_dir, self.args.batch_size)
-        if self.resume_dir is not None and self.resume_point is not None:
-            # Before anything is written: a refused resume leaves the run's record as it was.
-            check_resume(
-                self.resume_dir,
-                self.resume_point,
-                read_run(self.resume_dir),
-                self.args,
-                language=self.language,
-                base_version=base.version,
-                frontend=self.frontend.to_dict(),
-                fingerprint=self.dataset_fingerprint,
-                total_steps=self.args.num_epochs * steps_per_epoch,
-            )
-            # Trained in full, ready/ missing (the disk filled during the export): export without training.
-            self.export_only = export_pending(
-                self.resume_dir, checkpoint_steps(self.resume_point), self.args.num_epochs * steps_per_epoch
-            )
+        return probe_batch, self.args.num_epochs * ddp_data.steps_per_epoch(report.train_count, self.args.batch_size)
+
+    def _check_resume(self, base: BaseModel, total_steps: int) -> None:
+        """Before anything is written: a refused resume leaves the run's record as it was."""
+        if self.resume_dir is None or self.resume_point is None:
+            return
+        check_resume(
+            self.resume_dir,
+            self.resume_point,
+            read_run(self.resume_dir),
+            self.args,
+            language=self.language,
+            base_version=base.version,
+            frontend=self.frontend.to_dict(),
+            fingerprint=self.dataset_fingerprint,
+            total_steps=total_steps,
+        )
+        # Trained in full, ready/ missing (the disk filled during the export): export without training.
+        self.export_only = export_pending(self.resume_dir, checkpoint_steps(self.resume_point), total_steps)
+
+    def _open_run_folder(self, base: BaseModel, report: DatasetReport, probe_batch: bool) -> None:
+        """The run's folder (new, given or resumed), its spec, its metrics log (a resume's later lines set aside)
+        and run.json."""
         self.run_dir = (
             self.resume_dir
             or self.given_run_dir
@@ -219,45 +243,37 @@ class TrainingRun(RunEnding):
             report.train_count, TensorBoardMirror(self.run_dir, resumed=self.resume_dir is not None)
         )
         self._write_record(base, report)
-        with torch_settings_restored(), self._recording_failures():
-            self.setup = self._build_setup(base, report)
-            if probe_batch:
-                self._confirm_batch_size(base, report)
-            self._write_run_files(report)
-            # Taken now, while the dataset is as validated: the user's files may move during a long run.
-            update_run(
-                self.run_dir, reference=write_reference_wav(self.setup.train_durations, self.run_dir / REFERENCE_WAV)
-            )
-            self.choice = checkpoint_choice(
-                self.args,
-                report,
-                self.frontend,
-                self.run_dir,
-                self.metrics,
-                self.run_dir / REFERENCE_WAV,
-                generation_batch=self.generation_batch,
-            )
-            self.setup.trainer.choose_best = self.choice
-            self.setup.trainer.phase_times = self.phase_times
-            OutOfMemoryLog(self.run_dir, self.metrics, self.args).attach(self.setup.trainer, self.micro_batch)
-            self._set_status(
-                RunStatus.RUNNING, step=self.setup.trainer.total_steps_done, total_steps=self.metrics.total_steps
-            )
-            print(
-                f"\nRun folder: {self.run_dir}\n{self.setup.report.to_markdown()}\n{format_memory_stats()}\n",
-                flush=True,
-            )
-            try:
-                distributed.share_run_dir(self.run_dir)  # the other ranks (if any) build their trainers now
-                join_training(self.setup.trainer, self.ranks)
-                if self.export_only:
-                    finish_without_training(self.setup.trainer)
-                else:
-                    self.setup.trainer.fit()
-            finally:
-                self.clip_failures = list(self.setup.trainer.model.clip_failures)  # the model is released next
-                self.setup.release()
-            return self._finish(base)
+
+    def _prepare_training(self, base: BaseModel, report: DatasetReport, probe_batch: bool) -> None:
+        """The model and trainer, with what the run wires into them: the confirmed batch size, the reference clip,
+        the checkpoint choice, the phase timer and the out-of-memory records; the run says it is running."""
+        self.setup = self._build_setup(base, report)
+        if probe_batch:
+            self._confirm_batch_size(base, report)
+        self._write_run_files(report)
+        # Taken now, while the dataset is as validated: the user's files may move during a long run.
+        update_run(
+            self.run_dir, reference=write_reference_wav(self.setup.train_durations, self.run_dir / REFERENCE_WAV)
+        )
+        self.choice = checkpoint_choice(
+            self.args,
+            report,
+            self.frontend,
+            self.run_dir,
+            self.metrics,
+            self.run_dir / REFERENCE_WAV,
+            generation_batch=self.generation_batch,
+        )
+        self.setup.trainer.choose_best = self.choice
+        self.setup.trainer.phase_times = self.phase_times
+        OutOfMemoryLog(self.run_dir, self.metrics, self.args).attach(self.setup.trainer, self.micro_batch)
+        self._set_status(
+            RunStatus.RUNNING, step=self.setup.trainer.total_steps_done, total_steps=self.metrics.total_steps
+        )
+        print(
+            f"\nRun folder: {self.run_dir}\n{self.setup.report.to_markdown()}\n{format_memory_stats()}\n",
+            flush=True,
+        )
 
     def _write_spec(self, probe_batch: bool) -> None:
         """spec.json: the resolved arguments this run trains with (a worker's caller wrote them as given)."""
