@@ -314,7 +314,6 @@ class QualityEvaluator:
     def finish(self, spoken: Spoken) -> dict[str, Any]:
         """Decode `spoken` into evals/step_<N>/<i>.wav and score the clips; `seconds` is the whole evaluation's
         time, `loop_seconds` the part that needed the training model (generation)."""
-        from utils.model.inference import decode_latents
         from utils.quality.scoring import aggregate, score_clips
 
         started = time.perf_counter() - spoken.loop_seconds
@@ -335,13 +334,7 @@ class QualityEvaluator:
         }
         loop_seconds = round(spoken.loop_seconds, 2)
         try:
-            if spoken.error is not None:
-                raise RuntimeError(spoken.error)
-            rate = int(self.output_sample_rate)
-            wavs = decode_latents(spoken.decoder, spoken.latents or [], spoken.speaker)
-            names = [f"{i}.wav" for i in range(len(self.sentences))]
-            names += [f"probe_{p.kind}.wav" for p in self._generated(spoken)]
-            files = [write_wav(folder / name, wav, rate) for name, wav in zip(names, wavs, strict=True)]
+            files, wavs = self._write_clips(spoken, folder)
         except Exception as exc:
             log.warning("Quality evaluation at step %d: generation failed: %s", step, exc, exc_info=True)
             why = spoken.error or f"{type(exc).__name__}: {exc}"
@@ -364,24 +357,7 @@ class QualityEvaluator:
         count = len(self.sentences)
         sentences = aggregate(report.clips[:count], self.language)  # the evaluation's scores: its sentences'
         clips = [{**vars(c), "file": str(Path(c.file).relative_to(self.run_dir))} for c in report.clips]
-        try:
-            voice = voice_measures(
-                sentence_clips=clips[:count],
-                probe_clips=[{**c, "reason": _without_real_clip(c["reason"])} for c in clips[count:]],
-                sentences=self.sentences,
-                probes=self.probes,
-                skipped=spoken.skipped or {},
-                stopped=spoken.stopped,
-                wavs=wavs,
-                rate=rate,
-                language=self.language,
-                naturalness=self.naturalness,
-            )
-        except Exception as exc:  # the sentences' scores stand; the voice measures say why not
-            log.warning("Quality evaluation at step %d: voice measures failed: %s", step, exc, exc_info=True)
-            why = f"voice measures failed: {type(exc).__name__}: {exc}"
-            voice = {"clips": clips[:count], "probes": empty["probes"], "reasons": [why]}
-            voice |= dict.fromkeys(("babble_rate", "naturalness", "naturalness_real"))
+        voice = self._voice(spoken, clips, wavs, empty["probes"])
         metrics = {**sentences.metrics(), **{k: voice[k] for k in ("babble_rate", "naturalness", "naturalness_real")}}
         return {
             **empty,
@@ -395,6 +371,42 @@ class QualityEvaluator:
             "loop_seconds": loop_seconds,
             "generation_batch": spoken.generation_batch,
         }
+
+    def _write_clips(self, spoken: Spoken, folder: Path) -> tuple[list[Path], list[Any]]:
+        """The spoken latents decoded and written as the step's wav files (sentences, then probes); raises when the
+        generation failed or a clip cannot be decoded or written."""
+        from utils.model.inference import decode_latents
+
+        if spoken.error is not None:
+            raise RuntimeError(spoken.error)
+        wavs = decode_latents(spoken.decoder, spoken.latents or [], spoken.speaker)
+        names = [f"{i}.wav" for i in range(len(self.sentences))]
+        names += [f"probe_{p.kind}.wav" for p in self._generated(spoken)]
+        rate = int(self.output_sample_rate)
+        return [write_wav(folder / name, wav, rate) for name, wav in zip(names, wavs, strict=True)], wavs
+
+    def _voice(self, spoken: Spoken, clips: list[dict[str, Any]], wavs: list[Any], unscored: list) -> dict[str, Any]:
+        """The voice measures (babble, naturalness) of the scored clips; if they fail, the sentences' scores stand
+        and the reasons say why."""
+        count = len(self.sentences)
+        try:
+            return voice_measures(
+                sentence_clips=clips[:count],
+                probe_clips=[{**c, "reason": _without_real_clip(c["reason"])} for c in clips[count:]],
+                sentences=self.sentences,
+                probes=self.probes,
+                skipped=spoken.skipped or {},
+                stopped=spoken.stopped,
+                wavs=wavs,
+                rate=int(self.output_sample_rate),
+                language=self.language,
+                naturalness=self.naturalness,
+            )
+        except Exception as exc:
+            log.warning("Quality evaluation at step %d: voice measures failed: %s", spoken.step, exc, exc_info=True)
+            why = f"voice measures failed: {type(exc).__name__}: {exc}"
+            voice = {"clips": clips[:count], "probes": unscored, "reasons": [why]}
+            return voice | dict.fromkeys(("babble_rate", "naturalness", "naturalness_real"))
 
     def _generated(self, spoken: Spoken) -> list[ProbeRow]:
         """The probes `spoken` generated, in batch order."""
