@@ -79,23 +79,7 @@ class RunEnding:
         update_run(self.run_dir, inference=inference, **({"verdict": verdict} if verdict else {}))
         self.phase_times.end()
         failures = self._clip_failures()
-        skipped = (
-            f" {failures['clips_failed']} clip(s) could not be loaded and were skipped (listed in run.json)."
-            if failures["clips_failed"]
-            else ""
-        )
-        message = {
-            RunStatus.FINISHED: EXPORT_ONLY_MESSAGE if self.export_only else "Training finished.",
-            RunStatus.STOPPED: f"Stopped at step {trainer.total_steps_done}; checkpoint saved: "
-            f"{trainer.stop_checkpoint}",
-            RunStatus.INTERRUPTED: f"Interrupted at step {trainer.total_steps_done}; checkpoint saved: "
-            f"{trainer.stop_checkpoint}",
-        }.get(status, status.value) + skipped
-        if self.choice is not None and self.choice.stop_message:
-            message = self.choice.stop_message + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
-        if trainer.stop_reason:
-            message = trainer.stop_reason + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
-        message += f" {verdict['text']}" if verdict else ""
+        message = self._end_message(status, failures["clips_failed"], verdict)
         self._set_status(
             status,
             finished=now_iso(),
@@ -111,6 +95,29 @@ class RunEnding:
         )
         print(f"\n{message}\nReady for inference: {ready}", flush=True)
         return RunOutput(self.run_dir, ready, checkpoint)
+
+    def _end_message(self, status: RunStatus, clips_failed: int, verdict: dict[str, Any] | None) -> str:
+        """What the page and the terminal say at the end: how the run ended (its own reason when it stopped itself:
+        early stopping, out of memory at one clip), the clips skipped, and the verdict against the baseline."""
+        assert self.setup is not None
+        trainer = self.setup.trainer
+        skipped = (
+            f" {clips_failed} clip(s) could not be loaded and were skipped (listed in run.json)."
+            if clips_failed
+            else ""
+        )
+        message = {
+            RunStatus.FINISHED: EXPORT_ONLY_MESSAGE if self.export_only else "Training finished.",
+            RunStatus.STOPPED: f"Stopped at step {trainer.total_steps_done}; checkpoint saved: "
+            f"{trainer.stop_checkpoint}",
+            RunStatus.INTERRUPTED: f"Interrupted at step {trainer.total_steps_done}; checkpoint saved: "
+            f"{trainer.stop_checkpoint}",
+        }.get(status, status.value) + skipped
+        if self.choice is not None and self.choice.stop_message:
+            message = self.choice.stop_message + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
+        if trainer.stop_reason:
+            message = trainer.stop_reason + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
+        return message + (f" {verdict['text']}" if verdict else "")
 
     def _choose_inference(self, ready: Path, status: RunStatus) -> dict[str, Any]:
         """Sampling settings measured on the ready/ voice, written into it
