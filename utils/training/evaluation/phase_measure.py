@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from utils.model.base_models import ensure_base_model
 from utils.training.evaluation.step_measure import (
-    _write_clips,
+    batch_shapes,
     measure_cpu_step,
+    measuring_setup,
     model_and_optimizer_tensors,
     resident_bytes,
 )
@@ -54,42 +53,18 @@ def measure_phases(
     """A real CPU run's setup (FP32, no workers), one training step to allocate AdamW's state, then each phase
     measured once: the eval-loss pass on a batch of `batch_size`, the reference's conditioning latents, and
     the generation of each of `rows` copies of one sentence capped at `cap` audio tokens (seed fixed)."""
-    from utils.data.validation import validate_dataset
     from utils.model.inference import conditioning_latents, generate_latents
-    from utils.options.arguments import TrainArguments
-    from utils.text.frontend import TextFrontEnd
     from utils.training.evaluation.quality_eval import speaking
-    from utils.training.loop.setup import build_training_setup
-    from utils.training.recording.metrics import MetricsLogger
-    from utils.training.recording.run_record import METRICS_FILE, create_run_dir
 
-    work_dir = Path(work_dir)
-    csv_path = _write_clips(work_dir / "data", 2 * batch_size + 3, clip_seconds)
-    settings = {**options, "num_epochs": 1, "batch_size": batch_size, "grad_acumm": 1, "precision": "fp32"}
-    args = TrainArguments(
-        version=version,
-        models_dir=str(models_dir or ""),
-        train_csv=str(csv_path),
-        output_path=str(work_dir / "runs"),
-        **{**settings, "num_workers": 0, "print_step": 1000, "quality_eval": 0},
-    )
-    base = ensure_base_model(version, models_dir)
-    run_dir = create_run_dir(args.output_path, "measure")
-    metrics = MetricsLogger(run_dir / METRICS_FILE, batch_size=batch_size, steps_per_epoch=1, total_steps=1)
-    setup = build_training_setup(args, base, validate_dataset(args.train_csv), TextFrontEnd("en"), run_dir, metrics)
-    try:
+    options = {**options, "quality_eval": 0}
+    with measuring_setup(version, work_dir, batch_size, models_dir, clip_seconds, options) as (setup, csv_path):
         trainer, model = setup.trainer, setup.trainer.model
         loader = model.get_data_loader(trainer.config, is_eval=False, samples=trainer.train_samples, verbose=False)
         model.on_train_epoch_start(trainer)
         trainer.train_step(next(iter(loader)), 1, 0, time.time())  # allocates AdamW's state
         resident = resident_bytes(model_and_optimizer_tensors(model, trainer.optimizer[0]))
         batch = next(iter(loader))
-        shapes = {
-            "batch_size": batch["wav"].shape[0],
-            "text_tokens": batch["padded_text"].shape[-1],
-            "audio_samples": batch["wav"].shape[-1],
-            "conditioning_samples": batch["conditioning"].shape[-1],
-        }
+        shapes = batch_shapes(batch)
         trainer.model.eval()  # as coqui's eval_epoch
         eval_loss = measure_cpu_step(lambda: trainer.eval_step(trainer.format_batch(batch), 0), resident)
         reference = csv_path.parent / "wavs" / "clip_000.wav"
@@ -107,5 +82,3 @@ def measure_phases(
                 generated[count] = measure_cpu_step(run, 0).step_peak_bytes
         measured = (eval_loss.step_peak_bytes, conditioning.step_peak_bytes)
         return MeasuredPhases(resident, *measured, generated, shapes, tokens, cap, clip_seconds)
-    finally:
-        setup.release()

@@ -9,9 +9,10 @@ buffers, optimizer state, held gradients) gives the step's peak.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,55 @@ def _write_clips(folder: Path, rows: int, seconds: float) -> Path:
     return csv_path
 
 
+@contextlib.contextmanager
+def measuring_setup(
+    version: str,
+    work_dir: str | os.PathLike,
+    batch_size: int,
+    models_dir: str | os.PathLike | None,
+    clip_seconds: float,
+    options: dict[str, Any],
+) -> Iterator[tuple[Any, Path]]:
+    """train_gpt's setup (coqui's Trainer on the real model) of a one-epoch FP32 run without loader workers, batch
+    `batch_size`, on 2 x batch_size + 3 synthetic clips of `clip_seconds` written under `work_dir`; `options`:
+    train_gpt's keywords. Yields (setup, the clips' CSV); the setup is released after."""
+    from utils.data.validation import validate_dataset
+    from utils.options.arguments import TrainArguments
+    from utils.text.frontend import TextFrontEnd
+    from utils.training.loop.setup import build_training_setup
+    from utils.training.recording.metrics import MetricsLogger
+    from utils.training.recording.run_record import METRICS_FILE, create_run_dir
+
+    work_dir = Path(work_dir)
+    csv_path = _write_clips(work_dir / "data", 2 * batch_size + 3, clip_seconds)
+    fixed = {"num_epochs": 1, "batch_size": batch_size, "grad_acumm": 1, "precision": "fp32", "num_workers": 0}
+    args = TrainArguments(
+        version=version,
+        models_dir=str(models_dir or ""),
+        train_csv=str(csv_path),
+        output_path=str(work_dir / "runs"),
+        **{**options, **fixed, "print_step": 1000},
+    )
+    base = ensure_base_model(version, models_dir)
+    run_dir = create_run_dir(args.output_path, "measure")
+    metrics = MetricsLogger(run_dir / METRICS_FILE, batch_size=batch_size, steps_per_epoch=1, total_steps=1)
+    setup = build_training_setup(args, base, validate_dataset(args.train_csv), TextFrontEnd("en"), run_dir, metrics)
+    try:
+        yield setup, csv_path
+    finally:
+        setup.release()
+
+
+def batch_shapes(batch: dict[str, Any]) -> dict[str, int]:
+    """A collated batch's shapes, as the planner takes them."""
+    return {
+        "batch_size": batch["wav"].shape[0],
+        "text_tokens": batch["padded_text"].shape[-1],
+        "audio_samples": batch["wav"].shape[-1],
+        "conditioning_samples": batch["conditioning"].shape[-1],
+    }
+
+
 def real_cpu_step(
     version: str,
     work_dir: str | os.PathLike,
@@ -117,53 +167,17 @@ def real_cpu_step(
     audio_samples, conditioning_samples) for planning the same step. `options`: train_gpt's keywords
     (enable_grad_checkpoint, enable_sdpa, optimizer, lora_rank, ...; defaults as TrainArguments declares them);
     the step is FP32, one epoch of one accumulation step."""
-    from utils.data.validation import validate_dataset
-    from utils.options.arguments import TrainArguments
-    from utils.text.frontend import TextFrontEnd
-    from utils.training.loop.setup import build_training_setup
-    from utils.training.recording.metrics import MetricsLogger
-    from utils.training.recording.run_record import METRICS_FILE, create_run_dir
-
-    work_dir = Path(work_dir)
-    csv_path = _write_clips(work_dir / "data", 2 * batch_size + 3, clip_seconds)
-    args = TrainArguments(
-        version=version,
-        models_dir=str(models_dir or ""),
-        train_csv=str(csv_path),
-        output_path=str(work_dir / "runs"),
-        **{
-            **options,
-            "num_epochs": 1,
-            "batch_size": batch_size,
-            "grad_acumm": 1,
-            "precision": "fp32",
-            "num_workers": 0,
-            "print_step": 1000,
-        },
-    )
-    base = ensure_base_model(version, models_dir)
-    run_dir = create_run_dir(args.output_path, "measure")
-    metrics = MetricsLogger(run_dir / METRICS_FILE, batch_size=batch_size, steps_per_epoch=1, total_steps=1)
-    setup = build_training_setup(args, base, validate_dataset(args.train_csv), TextFrontEnd("en"), run_dir, metrics)
-    try:
+    with measuring_setup(version, work_dir, batch_size, models_dir, clip_seconds, options) as (setup, _):
         trainer, model = setup.trainer, setup.trainer.model
         loader = model.get_data_loader(trainer.config, is_eval=False, samples=trainer.train_samples, verbose=False)
         batches = iter(loader)
         warm_up, batch = next(batches), next(batches)
         model.on_train_epoch_start(trainer)
         trainer.train_step(warm_up, 1, 0, time.time())  # allocates AdamW's state
-        shapes = {
-            "batch_size": batch["wav"].shape[0],
-            "text_tokens": batch["padded_text"].shape[-1],
-            "audio_samples": batch["wav"].shape[-1],
-            "conditioning_samples": batch["conditioning"].shape[-1],
-        }
         # The collated batch exists before the step; on a GPU its copy is made inside the step.
         resident = resident_bytes([*model_and_optimizer_tensors(model, trainer.optimizer[0]), *batch.values()])
         measured = measure_cpu_step(lambda: trainer.train_step(batch, 1, 0, time.time()), resident)
-        return measured, shapes
-    finally:
-        setup.release()
+        return measured, batch_shapes(batch)
 
 
 def cpu_step_settings(
