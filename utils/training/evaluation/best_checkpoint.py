@@ -140,22 +140,10 @@ class CheckpointChoice:
         values: dict[str, float | None] = {"eval_loss": losses["eval_loss"]}
         if values["eval_loss"] is None and losses["train_loss"] != float("inf"):
             values["eval_loss"] = losses["train_loss"]  # no eval pass: the train loss stands in, as coqui does
-        quality = None
-        spoken = None
-        final = trainer.epochs_done + 1 >= trainer.config.epochs
         self._phase_times = getattr(trainer, "phase_times", None)
-        if self.evaluator is not None and self.budget.should_score(final):
-            with phase(trainer, SCORING_WAIT):
-                self.wait()  # at most one evaluation being scored: the previous one is recorded first
-            with phase(trainer, SCORED_EVAL):
-                started = time.monotonic()
-                spoken = self.evaluator.generate(getattr(trainer.model, "module", trainer.model).xtts, step)
-                if not self.background_scoring:
-                    quality = spoken.finish()
-                    values.update({k: quality.get(k) for k in SCORE_NAMES})
-                self.budget.record(time.monotonic() - started)
-        elif self.evaluator is not None:
-            log.info("Quality evaluation at step %d %s.", step, self.budget.reason_skipped())
+        spoken, quality = self._speak(trainer, step)
+        if quality is not None:
+            values.update({k: quality.get(k) for k in SCORE_NAMES})
         better, by, why = self.decide(step, values, quality["reasons"] if quality else [])
         candidate = BestChoice(
             rule=self.rule.value,
@@ -166,18 +154,7 @@ class CheckpointChoice:
             metrics=values,
             checkpoint=str(self.run_dir / BEST_MODEL_FILE),
         )
-        # run.json names the best once best_model.pth holds it: the write may still be in flight (a background
-        # save), and a kill -9 or a full disk before it lands must not leave a record of weights not on disk.
-        record_best = lambda _path, best=candidate: update_run(self.run_dir, best=best)
-        saved = None
-        if better:
-            with phase(trainer, SAVES):
-                saved = trainer.checkpoints.save_best(trainer, step, losses, on_done=record_best)
-        if saved is not None:
-            trainer.best_loss = losses
-            self.best = candidate.to_json()
-        else:
-            better = False
+        better = better and self._save_best(trainer, candidate, losses)
         stop = self._count(values)
         if self.stopper is not None:
             count = EarlyStopState(
@@ -200,6 +177,38 @@ class CheckpointChoice:
             self._score_in_background(spoken, record)
         if stop:
             self._stop(step)
+
+    def _speak(self, trainer: Any, step: int) -> tuple[Any, dict[str, Any] | None]:
+        """The evaluation's sentences and probes spoken with the current weights, when the scoring budget allows
+        (always at the last epoch): (what was spoken, its scores when scored here rather than in the background)."""
+        if self.evaluator is None:
+            return None, None
+        if not self.budget.should_score(trainer.epochs_done + 1 >= trainer.config.epochs):
+            log.info("Quality evaluation at step %d %s.", step, self.budget.reason_skipped())
+            return None, None
+        with phase(trainer, SCORING_WAIT):
+            self.wait()  # at most one evaluation being scored: the previous one is recorded first
+        quality = None
+        with phase(trainer, SCORED_EVAL):
+            started = time.monotonic()
+            spoken = self.evaluator.generate(getattr(trainer.model, "module", trainer.model).xtts, step)
+            if not self.background_scoring:
+                quality = spoken.finish()
+            self.budget.record(time.monotonic() - started)
+        return spoken, quality
+
+    def _save_best(self, trainer: Any, candidate: BestChoice, losses: dict[str, Any]) -> bool:
+        """best_model.pth written with the current weights; whether it was (a save may be refused)."""
+        # run.json names the best once best_model.pth holds it: the write may still be in flight (a background
+        # save), and a kill -9 or a full disk before it lands must not leave a record of weights not on disk.
+        record_best = lambda _path, best=candidate: update_run(self.run_dir, best=best)
+        with phase(trainer, SAVES):
+            saved = trainer.checkpoints.save_best(trainer, candidate.step, losses, on_done=record_best)
+        if saved is None:
+            return False
+        trainer.best_loss = losses
+        self.best = candidate.to_json()
+        return True
 
     # --- scoring off the training loop --------------------------------------------------------------
     def _record(self, quality: dict[str, Any], record: dict[str, Any]) -> None:
