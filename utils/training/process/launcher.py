@@ -107,29 +107,35 @@ def launch(
             raise
         echo.join(timeout=10)
         run.poll()
-        outcome = read_json(folder / RESULT_FILE)
-        result = TrainResult(**{k: outcome["result"][k] for k in TrainResult._fields}) if outcome else None
-        if agent.returncode == 0 and result:
-            return result
-        if result and RunStatus.parse(read_run(folder).get("status")) != RunStatus.FAILED:
-            return result  # rank 0 had finished and exported; a rank failed while exiting
-        refused = read_json(folder / ddp_worker.REFUSED_FILE)
-        failure = (
-            refused
-            or read_json(folder / ddp_worker.FAILURE_FILE)
-            or {"who": "torchrun", "error": f"ended with exit code {agent.returncode}. Last output:\n{''.join(tail)}"}
-        )
-        for told in (ddp_worker.REFUSED_FILE, ddp_worker.FAILURE_FILE):
-            (folder / told).unlink(missing_ok=True)
-        message = record_failure(run.run_dir, failure, progress_callback)
-        if refused:
-            raise ValueError(refused["message"])
-        raise RuntimeError(message)
+        return _outcome(agent.returncode, folder, run, tail, progress_callback)
     finally:
         if created and not (folder / RUN_FILE).is_file():
             shutil.rmtree(folder, ignore_errors=True)  # refused before the run began: no folder is left
             if output_is_new:
                 remove_from_new_output(args.output_path)
+
+
+def _outcome(returncode: int, folder: Path, run: _RunFollower, tail: deque[str], progress_callback: Any) -> TrainResult:
+    """Rank 0's TrainResult once the ranks have ended; else the failure recorded and raised: ValueError when a rank
+    refused the arguments or dataset, RuntimeError naming the rank that failed."""
+    outcome = read_json(folder / RESULT_FILE)
+    result = TrainResult(**{k: outcome["result"][k] for k in TrainResult._fields}) if outcome else None
+    if returncode == 0 and result:
+        return result
+    if result and RunStatus.parse(read_run(folder).get("status")) != RunStatus.FAILED:
+        return result  # rank 0 had finished and exported; a rank failed while exiting
+    refused = read_json(folder / ddp_worker.REFUSED_FILE)
+    failure = (
+        refused
+        or read_json(folder / ddp_worker.FAILURE_FILE)
+        or {"who": "torchrun", "error": f"ended with exit code {returncode}. Last output:\n{''.join(tail)}"}
+    )
+    for told in (ddp_worker.REFUSED_FILE, ddp_worker.FAILURE_FILE):
+        (folder / told).unlink(missing_ok=True)
+    message = record_failure(run.run_dir, failure, progress_callback)
+    if refused:
+        raise ValueError(refused["message"])
+    raise RuntimeError(message)
 
 
 def _run_folder(args: TrainArguments, run_dir: str | os.PathLike | None) -> tuple[Path, bool]:
