@@ -125,10 +125,7 @@ def fit_my_gpu(
     kwargs = checked
     free, source = free_memory_for(card_gb, free_bytes)
     given = fold_precision_alias({**dict(zip(TrainArguments.positional_names(), args)), **kwargs})
-    batch = given.get("batch_size", TrainArguments.batch_size)
-    batch = int(batch) if str(batch).strip().isdigit() else int(TrainArguments.batch_size)  # "auto": the default
-    wanted = max(1, batch * int(given.get("grad_acumm", TrainArguments.grad_acumm)))
-    effective = min(wanted, train_rows) if train_rows else wanted
+    wanted, effective = _effective_batch(given, train_rows)
     # The fastest settings: SDPA and mixed precision on (a precision asked for by name kept, fp32 made auto).
     precision = given.get("precision", TrainArguments.precision)
     fastest = {"enable_sdpa": True, "precision": precision if precision in MIXED_PRECISIONS else "auto"}
@@ -165,6 +162,15 @@ def fit_my_gpu(
         reasons=_reasons(chosen, tried, effective, source, useful, wanted),
         tried=tried,
     )
+
+
+def _effective_batch(given: dict[str, Any], train_rows: int | None) -> tuple[int, int]:
+    """The effective batch (batch_size x grad_acumm) the arguments ask for ("auto": the default batch size), and
+    the one kept: at most the dataset's training clips, when known."""
+    batch = given.get("batch_size", TrainArguments.batch_size)
+    batch = int(batch) if str(batch).strip().isdigit() else int(TrainArguments.batch_size)
+    wanted = max(1, batch * int(given.get("grad_acumm", TrainArguments.grad_acumm)))
+    return wanted, min(wanted, train_rows) if train_rows else wanted
 
 
 def _reasons(
