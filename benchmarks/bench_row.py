@@ -26,7 +26,7 @@ class Row:
     leaner: bool  # TrainingOptimizer(leaner_steps=...); False also means no DVAE code cache, HiFi-GAN on the GPU
     tf32: bool = False  # train_gpt's enable_tf32
     optimizer: str = "adamw"
-    extras: tuple[str, ...] = ()  # one leaner saving alone, on top of leaner=False: gelu | conditioning | fused_adamw
+    extras: tuple[str, ...] = ()  # one saving alone: gelu | conditioning | fused_adamw (leaner=False) | cudnn_benchmark
     cuda_only: str = ""  # why the row means nothing without a CUDA GPU
     lora_rank: int = 0  # train_gpt's lora_rank (0: the whole GPT)
     torch_compile: bool = False  # train_gpt's torch_compile
@@ -34,6 +34,7 @@ class Row:
 
 
 _ALL = (True, True, True)
+DEFAULTS = "train_gpt's defaults (all three + leaner steps + TF32)"
 ROWS = [
     Row("baseline (coqui's step as shipped)", False, False, False, leaner=False),
     Row("+ SDPA", False, True, False, leaner=False),
@@ -42,11 +43,11 @@ ROWS = [
     Row("all three", *_ALL, leaner=False),
     Row("all three + leaner steps", *_ALL, leaner=True),
     Row(
-        "+ TF32/cuDNN benchmark (train_gpt's default)",
+        DEFAULTS,
         *_ALL,
         leaner=True,
         tf32=True,
-        cuda_only="TF32 and cuDNN benchmark exist only on CUDA GPUs (Ampere+)",
+        cuda_only="TF32 exists only on CUDA GPUs (Ampere+)",
     ),
     Row(
         "+ 8-bit AdamW",
@@ -61,6 +62,15 @@ ROWS = [
 EXTRA = [
     Row("mixed lengths (1-11.5 s), random batches", *_ALL, leaner=True, tf32=True, loader="random"),
     Row("mixed lengths (1-11.5 s), + length grouping", *_ALL, leaner=True, tf32=True, loader="grouped"),
+    Row(
+        "mixed lengths, length grouping + cuDNN benchmark",
+        *_ALL,
+        leaner=True,
+        tf32=True,
+        loader="grouped",
+        extras=("cudnn_benchmark",),
+        cuda_only="cuDNN's benchmark mode exists only on CUDA GPUs",
+    ),
     Row("+ torch.compile (GPT blocks)", *_ALL, leaner=True, tf32=True, torch_compile=True),
 ]
 BREAKDOWN = [
@@ -105,6 +115,8 @@ def patch_optimizer(row: Row) -> None:
                 o.configure_conditioning_checkpointing(model.xtts.gpt, True)
             if "fused_adamw" in row.extras and self.gpu.available:
                 o.configure_optimizer(config, fused=True, eight_bit=False)
+            if "cudnn_benchmark" in row.extras and self.gpu.available:  # off in the product until it wins
+                config.cudnn_benchmark = True
             return report
 
     setup_module.TrainingOptimizer = RowOptimizer  # build_model calls TrainingOptimizer.from_arguments
@@ -215,9 +227,12 @@ def stepper(row: Row, trainer: Any, batches: int) -> Callable[[dict[str, Any]], 
 
 def timing(results: list[tuple[float, float, float]], batch: int) -> dict[str, Any]:
     times = [r[0] for r in results]
+    ordered = sorted(times)
     return {
         "step_times": times,
         "step_s": sum(times) / len(times),
+        # A single slow step (an allocator segment grown, a new shape's kernels) moves the mean of a few steps.
+        "median_step_s": (ordered[(len(times) - 1) // 2] + ordered[len(times) // 2]) / 2,
         "samples_per_s": batch * len(times) / sum(times),
         "step_cpu_s": sum(r[1] for r in results) / len(results),
         "loss": results[-1][2],

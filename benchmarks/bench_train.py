@@ -14,8 +14,8 @@ Beside each measured peak stands the memory planner's prediction for the same se
 
 Rows: the baseline (coqui's step as shipped: TrainingOptimizer(leaner_steps=False), no DVAE code cache, the
 HiFi-GAN on the GPU, FP32, eager attention, no checkpointing, TF32 off), + SDPA, + mixed precision,
-+ checkpointing, all three, all three + leaner steps (train_gpt's default with TF32 off), + TF32/cuDNN
-benchmark, + 8-bit AdamW (bitsandbytes; CUDA or CPU), + LoRA rank 16 instead of a full fine-tune (PEFT).
++ checkpointing, all three, all three + leaner steps (train_gpt's default with TF32 off), train_gpt's
+defaults (+ TF32), + 8-bit AdamW (bitsandbytes; CUDA or CPU), + LoRA rank 16 instead of a full fine-tune (PEFT).
 --leaner-breakdown adds each leaner saving alone on top of "all three".
 Peaks: on a GPU the CUDA allocator's (max_memory_allocated, read before the metrics logger resets it);
 on a CPU the CPU allocator's own accounting of one extra step (profiler memory events), with the

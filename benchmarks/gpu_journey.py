@@ -20,6 +20,7 @@ import io
 import json
 import sys
 import tarfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 
+GIB = 1024**3
 TAR_LIMIT = 15 * 1024**2  # the device tool returns files of 16 MiB at most
 # run.json phases -> the planner's phase names (estimate.phase_peaks_gib), in the order of a run.
 PHASES = (
@@ -52,6 +54,35 @@ def journey_arguments(config: dict[str, Any], output: Path) -> dict[str, Any]:
     }
 
 
+class GpuUsed:
+    """The whole GPU's used memory (NVML: every process, the CUDA context included), its peak sampled every 0.2 s
+    while the block runs; None without NVML."""
+
+    def __init__(self) -> None:
+        self.peak_gib: float | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True, name="nvml-peak")
+
+    def _sample(self) -> None:
+        from utils.device.memory import get_memory_stats
+
+        while True:
+            used = get_memory_stats().get("gpu_used_mb")
+            if used is None:
+                return
+            self.peak_gib = max(self.peak_gib or 0.0, round(used / 1024, 3))
+            if self._done.wait(0.2):
+                return
+
+    def __enter__(self) -> GpuUsed:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+
+
 def run(config: dict[str, Any], out: Path) -> dict[str, Any]:
     """The journey's record (see the module docstring); the tar goes to `out`."""
     from utils.files import read_jsonl
@@ -61,11 +92,13 @@ def run(config: dict[str, Any], out: Path) -> dict[str, Any]:
     started = time.perf_counter()
     record: dict[str, Any] = {"ok": False, "arguments": journey_arguments(config, output)}
     try:
-        result = train_gpt(**record["arguments"])
+        with GpuUsed() as used:
+            result = train_gpt(**record["arguments"])
     except Exception as exc:  # noqa: BLE001 - the failure is the journey's finding
         record.update(error=f"{type(exc).__name__}: {str(exc).strip()[:500]}", traceback=traceback.format_exc()[-3000:])
         record["seconds"] = round(time.perf_counter() - started, 1)
         return record
+    record["nvml_peak_gib"] = used.peak_gib
     record["seconds"] = round(time.perf_counter() - started, 1)
     run_dir = Path(result.run_dir)
     run_json = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
@@ -77,10 +110,7 @@ def run(config: dict[str, Any], out: Path) -> dict[str, Any]:
         status=run_json.get("status"),
         message=run_json.get("message"),
         steps=run_json.get("steps_done"),
-        phase_seconds={k: v["seconds"] for k, v in (timings.get("phases") or {}).items()},
-        phase_peak_gib={k: v["peak_gib"] for k, v in (timings.get("phases") or {}).items() if "peak_gib" in v},
-        background_seconds=timings.get("background"),
-        wall_s=timings.get("wall_s"),
+        **phases(timings),
         step_seconds=[r.get("step_time") for r in metrics if r.get("type") == "train"],
         quality=evaluations[-1] if evaluations else {"reasons": ["no scored evaluation was recorded"]},
         evaluations=evaluations,
@@ -89,6 +119,18 @@ def run(config: dict[str, Any], out: Path) -> dict[str, Any]:
     )
     record["tar"] = pack(run_dir, run_json, out / "journey.tar")
     return record
+
+
+def phases(timings: dict[str, Any]) -> dict[str, Any]:
+    """run.json `timings` as the record keeps them: seconds, allocated and reserved CUDA peaks per phase."""
+    found = timings.get("phases") or {}
+    return {
+        "phase_seconds": {k: v["seconds"] for k, v in found.items()},
+        "phase_peak_gib": {k: v["peak_gib"] for k, v in found.items() if "peak_gib" in v},
+        "phase_reserved_gib": {k: v["reserved_gib"] for k, v in found.items() if "reserved_gib" in v},
+        "background_seconds": timings.get("background"),
+        "wall_s": timings.get("wall_s"),
+    }
 
 
 def partial(scratch: Path, out: Path, why: str) -> dict[str, Any]:
@@ -103,6 +145,7 @@ def partial(scratch: Path, out: Path, why: str) -> dict[str, Any]:
     run_json = json.loads(runs[-1].read_text(encoding="utf-8"))
     metrics = read_jsonl(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").is_file() else []
     evaluations = [_evaluation(r) for r in metrics if r.get("type") == "quality"]
+    record.update(phases(run_json.get("timings") or {}))  # as of the last evaluation: the run keeps them there
     record.update(
         status=run_json.get("status"),
         steps=max([r["step"] for r in metrics if r.get("type") == "train"], default=0),
@@ -152,7 +195,9 @@ def pack(run_dir: Path, run_json: dict[str, Any], target: Path) -> dict[str, Any
 
 
 def plan(config: dict[str, Any]) -> dict[str, Any]:
-    """The memory planner's answer for the journey's arguments and clip lengths (on the device it trains on)."""
+    """The memory planner's answer for the journey's arguments and clip lengths (on the device it trains on), and
+    the memory cap of the out-of-memory row (gpu_rows.py). Planned figures include the CUDA context and kernels
+    (`cuda_overhead_gib`), which the allocator's peaks do not: the record compares allocated with allocated."""
     from utils.memory_plan.planner import estimate_gpt_memory
 
     started = time.perf_counter()
@@ -162,30 +207,72 @@ def plan(config: dict[str, Any]) -> dict[str, Any]:
     keywords.pop("output_path")
     estimate = estimate_gpt_memory(**keywords, device=config["device"], clip_seconds=config["clip_seconds"])
     phases = getattr(estimate, "phase_peaks_gib", None)
-    return {
+    found = {
         "peak_gib": estimate.peak_gib,
         "peak_phase": estimate.peak_phase,
         "phase_peaks_gib": dict(phases) if phases else None,
+        "cuda_overhead_gib": estimate.cuda_overhead_bytes / GIB,
         "breakdown_gib": estimate.breakdown_gib,
         "seconds": round(time.perf_counter() - started, 1),
+    }
+    if config.get("oom_row"):
+        try:
+            found.update(out_of_memory_cap(config["oom_row"]))
+        except Exception as exc:  # noqa: BLE001 - the row says why it did not run
+            found["oom_plan_error"] = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+    return found
+
+
+def out_of_memory_cap(row: dict[str, Any]) -> dict[str, Any]:
+    """A CUDA memory cap (GiB, the allocator's) for train_gpt at `row["batch"]` without checkpointing on the rows'
+    clips that batch 8 cannot fit and micro-batch 2 can: half way from micro-batch 2's planned peak to batch 8's,
+    allocated bytes (the planner's CUDA overhead is outside the allocator). Half way leaves room for the planner's
+    error either way: the recovery likely stops at micro-batch 4, and 2 still fits if the planner is 20% low."""
+    from utils.memory_plan.planner import estimate_gpt_memory
+
+    keywords = dict(
+        version=row["version"],
+        models_dir=row["model_dir"],
+        language="en",
+        enable_grad_checkpoint=False,
+        quality_eval=0,
+        inference_search=0,
+        device="cuda",
+        clip_seconds=row["clip_seconds"],
+    )
+    planned = {}
+    for batch in (2, row["batch"]):
+        estimate = estimate_gpt_memory(**keywords, batch_size=batch)
+        planned[batch] = (estimate.peak_gib * GIB - estimate.cuda_overhead_bytes) / GIB
+    small, large = planned[2], planned[row["batch"]]
+    if large < small * 1.3:
+        raise ValueError(f"batch {row['batch']} ({large:.2f} GiB) is too close to batch 2 ({small:.2f} GiB) to cap")
+    return {
+        "oom_limit_gib": round((small + large) / 2, 2),
+        "oom_planned_gib": {str(b): round(v, 3) for b, v in planned.items()},
     }
 
 
 def memory_rows(journey: dict[str, Any], planned: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Per phase, the plan beside the CUDA peak measured in it: the planner's per-phase figures where it gives
-    them, else its step peak for the training step alone."""
+    """Per phase, like with like: the plan without the CUDA context and kernels (the planner's overhead) beside
+    the CUDA allocator's peak allocated bytes in that phase, and the allocator's reserved peak beside them. The
+    planner's per-phase figures where it gives them, else its step peak for the training step alone."""
     measured = journey.get("phase_peak_gib") or {}
+    reserved = journey.get("phase_reserved_gib") or {}
+    overhead = (planned or {}).get("cuda_overhead_gib") or 0.0
     phases = (planned or {}).get("phase_peaks_gib") or {}
     rows = []
     for key, name in PHASES:
         plan_gib = phases.get(name) if phases else ((planned or {}).get("peak_gib") if key == "train_steps" else None)
         rows.append({"phase": name, "planned_gib": plan_gib, "measured_gib": measured.get(key)})
+        rows[-1]["reserved_gib"] = reserved.get(key)
     rows += [{"phase": name, "planned_gib": gib, "measured_gib": None} for name, gib in phases.items()]
     rows = [r for i, r in enumerate(rows) if r["phase"] not in [q["phase"] for q in rows[:i]]]  # named once
     for row in rows:
-        plan_gib, measured_gib = row["planned_gib"], row["measured_gib"]
-        if plan_gib is not None and measured_gib:
-            row["planner_error"] = round(plan_gib / measured_gib - 1, 4)
+        if row["planned_gib"] is not None:
+            row["planned_allocated_gib"] = round(row["planned_gib"] - overhead, 3)
+        if row.get("planned_allocated_gib") is not None and row["measured_gib"]:
+            row["planner_error"] = round(row["planned_allocated_gib"] / row["measured_gib"] - 1, 4)
     return rows
 
 

@@ -1,23 +1,29 @@
-"""The product's GPU record in one call on an air-gapped GPU box (< 8 minutes): what the box has, the product's own
-journey start to ready/, the planner beside CUDA's peak per phase, and the step table.
+"""The product's GPU record in one call of at most 4.5 minutes on an air-gapped GPU box, so that a machine's start,
+this call, a fix and a second call fit in a 15-minute window: what the box has, a CUDA smoke step, the product's
+own journey start to ready/, the planner beside CUDA's peak per phase, and the step table.
 
     python3 scripts/gather_wheels.py                      # here, with a package index: .whl/ (git-ignored)
     PYTHONUNBUFFERED=1 python3 benchmarks/gpu_table.py --out "$OUT"      # on the box (device run, carry .whl)
     .venv/bin/python benchmarks/gpu_table.py --dry-run --out /tmp/gpu    # here: the same path, tiny, CPU
-    .venv/bin/python benchmarks/score_gpu_record.py /tmp/gpu             # afterwards: CER with Whisper tiny.en
+    .venv/bin/python scripts/gpu_record.py RETURNED_FOLDER               # afterwards: scored, into docs/gpu/
 
 In order, each section written into gpu_record.json and gpu_record.md as it ends (a cut window keeps what ran):
-1. environment (benchmarks/gpu_env.py): torch, CUDA, cuDNN, BF16, SDPA kernels, FFmpeg/torchcodec, nvidia-ml-py,
-   bitsandbytes' CUDA kernels.
-2. journey (benchmarks/gpu_journey.py, its own process): `train_gpt` at full size, ~10 minutes of speech-like clips,
-   batch 8, 3 epochs, every optimization on, to ready/, scored; run.json's phase times and per-phase CUDA peaks;
+1. install and environment (benchmarks/gpu_env.py): the wheels, the import check (the call stops here within
+   seconds if it fails), torch, CUDA, cuDNN, BF16, SDPA kernels, FFmpeg/torchcodec, nvidia-ml-py, bitsandbytes.
+2. smoke: one training step of the tiny model on the GPU through the product's path (the call stops if it fails),
+   while the full-size model and the clips are built on the CPU.
+3. journey (benchmarks/gpu_journey.py, its own process): `train_gpt` at full size, ~10 minutes of speech-like clips,
+   batch 8, 2 epochs, every optimization on, every evaluation scored, one inference-search candidate, to ready/;
+   run.json's phase times with each phase's CUDA peaks (written at every evaluation, so a cut journey keeps them);
    what it spoke packed into journey.tar. Meanwhile the memory planner plans the same run on a CPU core.
-3. memory: per phase, the planner's plan beside the CUDA peak measured in it.
-4. rows (benchmarks/gpu_rows.py, one process for all): the guide's five rows at batch 8 beside its claims, then
-   8-bit AdamW, LoRA, length grouping, torch.compile last; appended to rows.jsonl as each finishes.
+4. memory, right after the journey: per phase, the planner's plan beside the CUDA peak measured in it.
+5. rows (benchmarks/gpu_rows.py, one process for all, in the order users need them): appended to rows.jsonl as each
+   finishes; what the budget does not reach is marked "not run" (torch.compile, then the mixed-length rows, then
+   the guide's single optimizations are the first to go).
 The wheels in .whl/ are installed offline first (pip --no-index --target /tmp/site). --dry-run runs the same code on
 this CPU with the tiny model and a small configuration, imports limited to the box's image plus what
-scripts/gather_wheels.py carries (benchmarks/box_imports); the test suite runs it (tests/test_gpu_run.py).
+scripts/gather_wheels.py carries (benchmarks/box_imports); the test suite runs it (tests/test_gpu_run.py) and fails
+when a section would be cut.
 Files in --out: gpu_record.json, gpu_record.md, rows.jsonl, journey.tar (and the command's own log).
 """
 
@@ -31,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -58,18 +65,49 @@ BF16_PEAK_TFLOPS = (
 )
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64")
 PLATFORMS += ("manylinux2014_x86_64",)
-# The one device call (docs/benchmarks.md): carry [".whl"] (scripts/gather_wheels.py), timeout_s 590.
+# The one device call (docs/benchmarks.md): carry [".whl"] (scripts/gather_wheels.py), timeout_s 300.
 DEVICE_COMMAND = (
     'set -o pipefail; PYTHONUNBUFFERED=1 python3 benchmarks/gpu_table.py --out "$OUT" 2>&1 | tee "$OUT/run.log"'
 )
 IMPORT_CHECK = "import TTS.tts.layers.xtts.trainer.gpt_trainer, trainer, soundfile, bitsandbytes, jiwer, resemblyzer"
-# The full call's sizes (GPU) and the dry run's (this CPU, tiny model, short clips): under 8 minutes and under 2.
-# budget: seconds for it all; rows_min_s: kept for the rows after the journey (the guide's five at least).
+# Seconds from the call's start. budget: when the last row must have ended (the call's own overhead, the record
+# and the output, comes after); journey_s: the journey's most; smoke_s: the smoke step's most; row_s/compile_s/oom_s:
+# what a row needs left to start. The full call stays under 4.5 minutes on the box; the dry run's figures are
+# this CPU's, with the tiny model.
 SIZES = {
-    "full": dict(budget=470.0, rows_min_s=140.0, journey_clips=(80, 8), epochs=3, batch=8, warmup=2, steps=5),
-    "dry": dict(budget=240.0, rows_min_s=60.0, journey_clips=(4, 2), epochs=1, batch=2, warmup=0, steps=1),
+    "full": dict(
+        budget=250.0,
+        journey_s=115.0,
+        smoke_s=75.0,
+        row_s=18.0,
+        compile_s=60.0,
+        oom_s=45.0,
+        journey_clips=(80, 8),
+        epochs=2,
+        batch=8,
+        warmup=3,
+        steps=6,
+    ),
+    "dry": dict(
+        budget=240.0,
+        journey_s=150.0,
+        smoke_s=60.0,
+        row_s=6.0,
+        compile_s=30.0,
+        oom_s=10.0,
+        journey_clips=(4, 2),
+        epochs=1,
+        batch=2,
+        warmup=0,
+        steps=1,
+    ),
 }
 ROW_CLIPS = {"full": ((10.8, 11.5), (1.0, 11.5)), "dry": ((2.0, 3.0), (1.0, 3.0))}  # seconds: rows, mixed rows
+SMOKE_CLIPS = (4, 2)  # the smoke step's tiny dataset: train and eval clips of 2-3 s
+
+
+class Stopped(Exception):
+    """The call cannot usefully go on (a failed import check or smoke step): the record says why."""
 
 
 def bf16_peak(device_name: str) -> tuple[float | None, str]:
@@ -139,7 +177,7 @@ def imports_checked(done: dict[str, Any]) -> dict[str, Any]:
 
 
 class Record:
-    """gpu_record.json and gpu_record.md in --out, rewritten whenever a section or row is added."""
+    """gpu_record.json and gpu_record.md in --out, rewritten (atomically) whenever a section or row is added."""
 
     def __init__(self, out: Path, data: dict[str, Any]) -> None:
         self.out, self.data = out, data
@@ -150,8 +188,20 @@ class Record:
         self.data.update(sections)
         self.data["wall_s"] = round(time.monotonic() - self.data["_started"], 1)
         shown = {k: v for k, v in self.data.items() if not k.startswith("_")}
-        (self.out / "gpu_record.json").write_text(json.dumps(shown, indent=1, default=str), encoding="utf-8")
-        (self.out / "gpu_record.md").write_text(gpu_report.markdown(shown), encoding="utf-8")
+        _write(self.out / "gpu_record.json", json.dumps(shown, indent=1, default=str))
+        _write(self.out / "gpu_record.md", gpu_report.markdown(shown))
+
+    def section_ended(self, name: str) -> None:
+        """When each section ended, seconds from the call's start: what each costs on the box."""
+        ended = self.data.setdefault("sections_s", {})
+        ended[name] = round(time.monotonic() - self.data["_started"], 1)
+        self.update()
+
+
+def _write(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def _child(script: str, *args: Any) -> list[str]:
@@ -159,9 +209,60 @@ def _child(script: str, *args: Any) -> list[str]:
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows written so far; a line still being written (or cut by a killed process) is left for later."""
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows
+
+
+# --- the sections -------------------------------------------------------------------------------------------
+
+
+def start_smoke(opts: argparse.Namespace, models: Path, device: str, scratch: Path) -> subprocess.Popen:
+    """One training step of the tiny model through the product's training setup on the device, in its own process
+    (the rows' code, one row): a broken CUDA path stops the call within seconds, before the full-size model."""
+    import bench_common as common
+    from bench_row import ROWS
+
+    version = common.ensure_model(models, full_size=False)
+    train_csv, eval_csv = common.write_dataset(models / "gpu-smoke", *SMOKE_CLIPS, seconds=(2.0, 3.0))
+    config = {
+        "rows": [ROWS[5].name],  # all three + leaner steps: train_gpt's defaults but TF32, on any device
+        "version": version,
+        "model_dir": str(models),
+        "device": device,
+        "batch": 2,
+        "train_csv": str(train_csv),
+        "eval_csv": str(eval_csv),
+        "mixed_train_csv": str(train_csv),
+        "warmup": 0,
+        "steps": 1,
+        "row_budget_s": 0,
+        "compile_budget_s": 0,
+        "deadline": time.time() + 3600,
+    }
+    (scratch / "smoke.json").write_text(json.dumps(config), encoding="utf-8")
+    return subprocess.Popen(_child("gpu_rows.py", scratch / "smoke.json", scratch / "smoke.jsonl"))
+
+
+def smoke_result(process: subprocess.Popen, scratch: Path, until: float) -> dict[str, Any]:
+    try:
+        process.wait(timeout=max(1.0, until - time.time()))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return {"ok": False, "error": "the smoke step did not finish within its time"}
+    rows = _read_rows(scratch / "smoke.jsonl")
+    if not rows:
+        return {"ok": False, "error": f"the smoke step's process ended ({process.returncode}) without a record"}
+    row = rows[0]
+    keep = ("step_s", "loss", "peak_gib", "evidence", "error", "traceback", "skipped")
+    return {"ok": "step_s" in row and "error" not in row, **{k: row[k] for k in keep if k in row}}
 
 
 def prepare(opts: argparse.Namespace, size: dict[str, Any], device: str, scratch: Path) -> dict[str, Any]:
@@ -169,8 +270,7 @@ def prepare(opts: argparse.Namespace, size: dict[str, Any], device: str, scratch
     import bench_common as common
     from bench_end_to_end import write_real_length_dataset
 
-    models = opts.model_dir or common.default_model_dir()
-    models.mkdir(parents=True, exist_ok=True)
+    models = opts.model_dir
     started = time.perf_counter()
     version = common.ensure_model(models, full_size=not opts.dry_run)
     train, held_out = size["journey_clips"]
@@ -181,38 +281,51 @@ def prepare(opts: argparse.Namespace, size: dict[str, Any], device: str, scratch
     folder = models / f"gpu-rows-{clips}-{low:g}-{high:g}"
     train_csv, eval_csv = common.write_dataset(folder, clips, 2, seconds=(low, high))
     mixed_csv, _ = common.write_dataset(folder.with_name(folder.name + "-mixed"), 2 * clips, 2, seconds=mixed)
+    # The out-of-memory row: two steps of train_gpt (its first split, then a step at the smaller micro-batch).
+    oom_csv, oom_eval = common.write_dataset(folder.with_name(folder.name + "-oom"), 2 * size["batch"], 2, (low, high))
     base = {"version": version, "model_dir": str(models), "device": device, "batch": size["batch"]}
-    extra = {"quality_eval_share": 1.0}  # every evaluation scored: each one's time and memory in the record
+    # Every evaluation scored (each one's time and memory in the record); one inference-search candidate (the base
+    # settings) shows that phase without five more evaluations' worth of speaking.
+    extra = {"quality_eval_share": 1.0, "inference_search": 1}
     if opts.dry_run:  # one short sentence: the full-size HiFi-GAN decoder is slow on a CPU
         extra.update(quality_eval=1, quality_max_audio_tokens=10, num_workers=0)
+    else:  # random weights never say a stop token: every clip would run to 1.5 times its real one (up to ~23 s)
+        extra.update(quality_max_audio_tokens=100)
+    journey = {
+        **base,
+        "train_csv": str(journey_csv),
+        "eval_csv": str(journey_eval),
+        "epochs": size["epochs"],
+        "scratch": str(scratch),
+        "clip_seconds": durations[:train],
+        "audio_minutes": round(sum(durations) / 60, 1),
+        "extra": extra,
+    }
+    if device == "cuda":  # the plan child also picks the out-of-memory row's cap
+        journey["oom_row"] = {**base, "clip_seconds": [high] * 2 * size["batch"]}
     return {
         "prepare_s": round(time.perf_counter() - started, 1),
-        "journey": {
-            **base,
-            "train_csv": str(journey_csv),
-            "eval_csv": str(journey_eval),
-            "epochs": size["epochs"],
-            "scratch": str(scratch),
-            "clip_seconds": durations[:train],
-            "audio_minutes": round(sum(durations) / 60, 1),
-            "extra": extra,
-        },
+        "journey": journey,
         "rows": {
             **base,
             "train_csv": str(train_csv),
             "eval_csv": str(eval_csv),
             "mixed_train_csv": str(mixed_csv),
+            "oom_train_csv": str(oom_csv),
+            "oom_eval_csv": str(oom_eval),
             "warmup": size["warmup"],
             "steps": size["steps"],
             "leave_out": opts.leave_out,
-            "row_budget_s": 10.0 if opts.dry_run else 25.0,
-            "compile_budget_s": 30.0 if opts.dry_run else 100.0,
+            "row_budget_s": size["row_s"],
+            "compile_budget_s": size["compile_s"],
+            "oom_budget_s": size["oom_s"],
         },
     }
 
 
 def run_journey(scratch: Path, out: Path, timeout: float) -> dict[str, Any]:
-    """The journey's process and its record; past `timeout`, what its run folder holds so far."""
+    """The journey's process and its record; past `timeout`, what its run folder holds so far (its phases' times
+    and peaks as of its last evaluation)."""
     import gpu_journey
 
     result = out / "journey.json"
@@ -245,11 +358,11 @@ def run_rows(config: dict[str, Any], out: Path, record: Record, deadline: float)
             record.update(rows=rows)
         if ended:
             break
-        if time.time() > deadline + 15:
+        if time.time() > deadline + 10:
             process.kill()
             record.update(rows=rows, rows_cut="the rows' process was stopped at the call's time budget")
             break
-        time.sleep(2)
+        time.sleep(1)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -259,8 +372,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--wheels", type=Path, default=ROOT / ".whl")
     parser.add_argument("--site", type=Path, default=Path("/tmp/site"))
     parser.add_argument("--check-wheels", action="store_true", help="Dry run: check the wheels install for 3.12.")
-    parser.add_argument("--budget", type=float, default=None, help="Seconds for it all (default 470; dry 240).")
+    parser.add_argument("--budget", type=float, default=None, help="Seconds for it all (default 245; dry 240).")
     parser.add_argument("--model-dir", type=Path, default=None)
+    parser.add_argument(
+        "--skip",
+        nargs="*",
+        choices=("journey", "rows"),
+        default=[],
+        help="Sections not to run: a second call after a first that recorded them leaves its time to the rest.",
+    )
     parser.add_argument(
         "--leave-out",
         nargs="*",
@@ -270,7 +390,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     opts = parser.parse_args(argv)
     if opts.leave_out is None:
-        opts.leave_out = ["+ torch.compile (GPT blocks)"] if opts.dry_run else []
+        from gpu_rows import COMPILE_ROW
+
+        opts.leave_out = [COMPILE_ROW] if opts.dry_run else []
     return opts
 
 
@@ -278,9 +400,30 @@ def main(argv: list[str] | None = None) -> int:
     opts = parse(argv)
     size = SIZES["dry" if opts.dry_run else "full"]
     started = time.monotonic()
-    deadline = time.time() + (opts.budget or size["budget"])
+    began = time.time()
+    deadline = began + (opts.budget or size["budget"])
     opts.out.mkdir(parents=True, exist_ok=True)
+    record = Record(opts.out, {"_started": started, "dry_run": opts.dry_run, "command": " ".join(sys.argv)})
+    record.update(budget_s=opts.budget or size["budget"], date=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    try:
+        sections(opts, size, record, began, deadline)
+    except Stopped as why:
+        record.update(stopped=str(why))
+        print(f"\nSTOPPED: {why}", flush=True)
+        return 3
+    except BaseException as exc:  # an early failure still leaves its record
+        record.update(
+            stopped=f"{type(exc).__name__}: {str(exc).strip()[:500]}", traceback=traceback.format_exc()[-3000:]
+        )
+        raise
+    print("\n" + (opts.out / "gpu_record.md").read_text(encoding="utf-8"), flush=True)
+    return 0
+
+
+def sections(opts: argparse.Namespace, size: dict[str, Any], record: Record, began: float, deadline: float) -> None:
+    """The call's sections in order (the module docstring), each written into the record as it ends."""
     installed = box_environment(opts)
+    record.section_ended("install")
     import gpu_env
     import gpu_journey
     import torch
@@ -288,34 +431,46 @@ def main(argv: list[str] | None = None) -> int:
     cuda = torch.cuda.is_available() and not opts.dry_run
     device = "cuda" if cuda else "cpu"
     if not cuda and not opts.dry_run:
-        raise SystemExit("No CUDA GPU here: use --dry-run for the CPU check.")
-    record = Record(opts.out, {"_started": started, "dry_run": opts.dry_run, "command": " ".join(sys.argv)})
+        raise Stopped("no CUDA GPU here: use --dry-run for the CPU check")
     record.update(
         device=torch.cuda.get_device_name(0) if cuda else f"CPU ({os.cpu_count()} cores), dry run",
-        date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         torch=torch.__version__,
         environment=gpu_env.environment(device),
     )
-    with tempfile.TemporaryDirectory() as scratch:
-        configs = prepare(opts, size, device, Path(scratch))
-        record.data["environment"]["install"] = imports_checked(installed)
-        journey_config, rows_config = configs["journey"], {**configs["rows"], "scratch_dir": scratch}
-        record.update(prepare_s=configs["prepare_s"], audio_minutes=journey_config["audio_minutes"])
-        (Path(scratch) / "journey.json").write_text(json.dumps(journey_config), encoding="utf-8")
-        planner = subprocess.Popen(
-            _child("gpu_journey.py", "plan", Path(scratch) / "journey.json", Path(scratch) / "plan.json")
-        )
-        print("... journey: train_gpt start to ready/", flush=True)
-        # The journey first: it may take all but the time of the guide's rows (the rest of the rows then yield).
-        journey = run_journey(Path(scratch), opts.out, max(60.0, deadline - time.time() - size["rows_min_s"]))
-        record.update(journey=journey)
-        print(f"    journey ok: {journey.get('ok')} in {journey.get('seconds')} s", flush=True)
-        run_rows(rows_config, opts.out, record, deadline)
-        plan = _planner_result(planner, Path(scratch) / "plan.json", deadline + 20)
-        record.update(plan=plan, memory=gpu_journey.memory_rows(journey, plan if "error" not in plan else None))
-    finish_rows(record)
-    print("\n" + (opts.out / "gpu_record.md").read_text(encoding="utf-8"), flush=True)
-    return 0
+    record.data["environment"]["install"] = install = imports_checked(installed)
+    record.section_ended("environment")
+    if install["imports"] != "ok":
+        raise Stopped(f"the import check failed: {install['imports']}")
+    opts.model_dir = opts.model_dir or __import__("bench_common").default_model_dir()
+    opts.model_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch_dir:
+        scratch = Path(scratch_dir)
+        smoke = start_smoke(opts, opts.model_dir, device, scratch)
+        configs = prepare(opts, size, device, scratch)  # on the CPU while the smoke step uses the GPU
+        record.update(prepare_s=configs["prepare_s"], audio_minutes=configs["journey"]["audio_minutes"])
+        record.update(smoke=smoke_result(smoke, scratch, began + size["smoke_s"] + configs["prepare_s"]))
+        record.section_ended("smoke and prepare")
+        if not record.data["smoke"]["ok"]:
+            raise Stopped(f"the smoke step failed: {record.data['smoke'].get('error', 'no step time')}")
+        journey_config, rows_config = configs["journey"], {**configs["rows"], "scratch_dir": scratch_dir}
+        (scratch / "journey.json").write_text(json.dumps(journey_config), encoding="utf-8")
+        planner = subprocess.Popen(_child("gpu_journey.py", "plan", scratch / "journey.json", scratch / "plan.json"))
+        if "journey" not in opts.skip:
+            print("... journey: train_gpt start to ready/", flush=True)
+            journey = run_journey(scratch, opts.out, min(size["journey_s"], deadline - time.time()))
+            record.update(journey=journey)
+            print(f"    journey ok: {journey.get('ok')} in {journey.get('seconds')} s", flush=True)
+        plan = _planner_result(planner, scratch / "plan.json", time.time() + 30)
+        memory = gpu_journey.memory_rows(record.data.get("journey") or {}, plan if "error" not in plan else None)
+        record.update(plan=plan, memory=memory)
+        record.section_ended("journey and memory")
+        if "rows" not in opts.skip:
+            rows_config.update(
+                {k: plan[k] for k in ("oom_limit_gib", "oom_planned_gib", "oom_plan_error") if k in plan}
+            )
+            run_rows(rows_config, opts.out, record, deadline)
+            finish_rows(record)
+            record.section_ended("rows")
 
 
 def _planner_result(process: subprocess.Popen, path: Path, until: float) -> dict[str, Any]:
@@ -330,22 +485,26 @@ def _planner_result(process: subprocess.Popen, path: Path, until: float) -> dict
         return {"error": f"no plan: {exc}"}
 
 
+def _step(row: dict[str, Any]) -> float:
+    return row.get("median_step_s") or row["step_s"]
+
+
 def finish_rows(record: Record) -> None:
     """Speed-up against the baseline, the guide's claims beside it, MFU (the baseline's FLOPs / step time / peak)."""
-    from gpu_rows import GUIDE_CLAIMS, SAME_WORK
+    from gpu_rows import GUIDE_CLAIMS, ORDER, SAME_WORK
 
     rows = record.data.get("rows") or []
-    baseline = next((r for r in rows if r["name"] == next(iter(GUIDE_CLAIMS)) and "step_s" in r), None)
+    baseline = next((r for r in rows if r["name"] == ORDER[0] and "step_s" in r), None)
     peak, source = bf16_peak(record.data.get("device", "")) if not record.data.get("dry_run") else (None, "a CPU")
     for row in rows:
         claim = GUIDE_CLAIMS.get(row["name"])
         if claim:
             row["guide"] = {"speedup": claim[0], "peak_gb": claim[1]}
-        if baseline and "step_s" in row:
-            row["speedup"] = round(baseline["step_s"] / row["step_s"], 3)
+        if baseline and "step_s" in row:  # medians: one slow step of a few moves a mean
+            row["speedup"] = round(_step(baseline) / _step(row), 3)
             flops = baseline.get("step_flops")
             if peak and flops and row["name"] in SAME_WORK:
-                row["mfu"] = round(flops / row["step_s"] / peak, 4)
+                row["mfu"] = round(flops / _step(row) / peak, 4)
     record.update(rows=rows, mfu_peak=source)
 
 

@@ -43,13 +43,17 @@ def get_memory_stats() -> dict[str, float | None]:
 
 
 class PeakWatch:
-    """The CUDA allocator's peak allocated bytes while a `watch_peak` block ran (None without CUDA)."""
+    """The CUDA allocator's peak allocated (and reserved) bytes while a `watch_peak` block ran (None without
+    CUDA). Reserved is what the allocator holds from the driver: allocated plus its cached blocks."""
 
     def __init__(self) -> None:
         self.peak_bytes: int | None = None
+        self.reserved_bytes: int | None = None
 
-    def fold(self, value: int) -> None:
+    def fold(self, value: int, reserved: int | None = None) -> None:
         self.peak_bytes = value if self.peak_bytes is None else max(self.peak_bytes, value)
+        if reserved is not None:
+            self.reserved_bytes = reserved if self.reserved_bytes is None else max(self.reserved_bytes, reserved)
 
 
 _watches: list[PeakWatch] = []
@@ -66,9 +70,9 @@ def reset_peak_allocated() -> None:
     if not _cuda_ready():
         return
     with _watches_lock:
-        peak = torch.cuda.max_memory_allocated()
+        peak, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
         for watch in _watches:
-            watch.fold(peak)
+            watch.fold(peak, reserved)
         torch.cuda.reset_peak_memory_stats()
 
 
@@ -78,7 +82,7 @@ def watch_peak() -> Iterator[PeakWatch]:
     whatever resets torch's peak meanwhile through `reset_peak_allocated`."""
     watch = PeakWatch()
     if _cuda_ready():
-        watch.fold(torch.cuda.memory_allocated())
+        watch.fold(torch.cuda.memory_allocated(), torch.cuda.memory_reserved())
     with _watches_lock:
         _watches.append(watch)
     try:
@@ -87,7 +91,7 @@ def watch_peak() -> Iterator[PeakWatch]:
         with _watches_lock:
             _watches.remove(watch)
             if _cuda_ready():
-                watch.fold(torch.cuda.max_memory_allocated())
+                watch.fold(torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
 
 
 def format_memory_stats(stats: dict[str, float | None] | None = None) -> str:

@@ -143,10 +143,16 @@ def configure_mixed_precision(config: Any, choice: PrecisionChoice) -> None:
     config.precision = choice.precision if choice.mixed_precision else "fp32"
 
 
-def configure_tensor_cores(config: Any, enable: bool) -> None:
+# A run's batches vary in length (clips of 1-11 s, length grouping or not) and cuDNN's benchmark mode autotunes
+# again for every new input shape: it costs time and memory at each new length before it can save any. Off until
+# the GPU record (docs/benchmarks.md, the mixed-length rows with and without it) shows that it wins.
+CUDNN_BENCHMARK_WINS = False
+
+
+def configure_tensor_cores(config: Any, enable: bool, cudnn_benchmark: bool = False) -> None:
     # The coqui trainer sets the torch flags from its config when it starts; the run restores them after.
     config.allow_tf32 = enable
-    config.cudnn_benchmark = enable
+    config.cudnn_benchmark = cudnn_benchmark
 
 
 def fused_adamw_available(device: str) -> bool:
@@ -277,14 +283,20 @@ def _decide_tensor_cores(wanted: TrainingOptimizer, report: OptimizationReport) 
     ):
         if not wanted.enable_tf32:
             report.skip(name, "turned off by the user (enable_tf32=False): exact FP32 math")
-        elif wanted.gpu.ampere_or_newer:
-            report.add(name, detail)
-        else:
+        elif not wanted.gpu.ampere_or_newer:
             report.skip(name, "needs an Ampere or newer GPU" if wanted.gpu.available else "no CUDA GPU")
+        elif name == CUDNN_BENCHMARK and not CUDNN_BENCHMARK_WINS:
+            report.skip(
+                name,
+                "batches vary in length and cuDNN would autotune again at each new one: off until "
+                "measured to win on a GPU (docs/benchmarks.md)",
+            )
+        else:
+            report.add(name, detail)
 
 
 def _apply_tensor_cores(wanted: TrainingOptimizer, report: OptimizationReport, model: Any, config: Any) -> None:
-    configure_tensor_cores(config, report.is_applied(TF32))
+    configure_tensor_cores(config, report.is_applied(TF32), report.is_applied(CUDNN_BENCHMARK))
 
 
 def _decide_activation(wanted: TrainingOptimizer, report: OptimizationReport) -> None:

@@ -175,6 +175,8 @@ class CheckpointChoice:
             self._record(quality, record)
         elif spoken is not None:
             self._score_in_background(spoken, record)
+        if self._phase_times is not None:  # each phase's time and memory so far: a run that dies keeps them
+            update_run(self.run_dir, timings=self._phase_times.as_dict())
         if stop:
             self._stop(step)
 

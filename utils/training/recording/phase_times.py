@@ -3,8 +3,9 @@ evaluation, saves, export, inference search), recorded in run.json `timings` whe
 
 Phases nest and are exclusive: a phase entered inside another pauses it (a checkpoint written from a step's
 callback counts as a save, not as training), so the phases of the training thread add up to the wall time.
-On a GPU each phase also keeps the CUDA allocator's peak while it ran (`peak_gib`; a phase's peak includes the
-phases inside it, so `data`, around the training steps, holds theirs).
+On a GPU each phase also keeps the CUDA allocator's peak while it ran (`peak_gib` allocated, `reserved_gib` held
+from the driver; a phase's peak includes the phases inside it, so `data`, around the training steps, holds theirs).
+The run writes them into run.json at every evaluation, so a run that dies keeps what it measured.
 Work on another thread (the background scoring of an evaluation) is counted apart, as `background`: it
 overlaps the phases and is not part of the sum.
 """
@@ -42,6 +43,7 @@ class PhaseTimes:
         self.counts: dict[str, int] = {}
         self.background: dict[str, float] = {}
         self.peaks: dict[str, int] = {}  # CUDA peak allocated bytes per phase (GPU runs)
+        self.reserved: dict[str, int] = {}  # CUDA peak reserved bytes per phase (allocated + the allocator's cache)
         self._stack: list[list[Any]] = []  # [name, resumed at] of the phases entered, innermost last
         self._lock = threading.Lock()
         self._owner = threading.get_ident()
@@ -73,6 +75,8 @@ class PhaseTimes:
         finally:
             if watch.peak_bytes is not None:
                 self.peaks[name] = max(self.peaks.get(name, 0), watch.peak_bytes)
+            if watch.reserved_bytes is not None:
+                self.reserved[name] = max(self.reserved.get(name, 0), watch.reserved_bytes)
             now = self.clock()
             inner = self._stack.pop()
             self._add(inner[0], now - inner[1])
@@ -112,6 +116,7 @@ class PhaseTimes:
                 "count": self.counts.get(name, 0),
                 "share": round(s / wall, 4) if wall else 0,
                 **({"peak_gib": round(self.peaks[name] / 1024**3, 3)} if name in self.peaks else {}),
+                **({"reserved_gib": round(self.reserved[name] / 1024**3, 3)} if name in self.reserved else {}),
             }
             for name, s in self.seconds.items()
         }
