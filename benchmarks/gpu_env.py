@@ -107,6 +107,34 @@ def _bitsandbytes(device: str) -> str:
     )
 
 
+def _scoring_speed(device: str) -> dict[str, Any]:
+    """Seconds to score the naturalness (DistillMOS) of 8 speech-like clips of 4 s on the CPU and on the device, and
+    their speaker embeddings (Resemblyzer, CPU): the scored evaluation's background work, which the training loop
+    waits for at the next evaluation (~35 s a scoring on the H200, docs/benchmarks.md)."""
+    from bench_common import SAMPLE_RATE, speech_like
+
+    from utils.quality.naturalness import get_mos_model, naturalness_of_wav
+    from utils.quality.speaker import embed_wav
+
+    clips = [speech_like(4.0, seed=i) for i in range(8)]
+    found: dict[str, Any] = {}
+    for where in dict.fromkeys(["cpu", device]):
+        get_mos_model(where)  # loaded once per process: not the per-evaluation cost
+        naturalness_of_wav(clips[0], SAMPLE_RATE, where)
+        if where == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        for clip in clips:
+            naturalness_of_wav(clip, SAMPLE_RATE, where)
+        found[f"naturalness_{where}_s"] = round(time.perf_counter() - started, 3)
+    embed_wav(clips[0], SAMPLE_RATE)
+    started = time.perf_counter()
+    for clip in clips:
+        embed_wav(clip, SAMPLE_RATE)
+    found["speaker_embedding_cpu_s"] = round(time.perf_counter() - started, 3)
+    return found
+
+
 def environment(device: str) -> dict[str, Any]:
     """The section's record (JSON-able)."""
     started = time.perf_counter()
@@ -133,6 +161,7 @@ def environment(device: str) -> dict[str, Any]:
     found["ffmpeg"] = _ffmpeg()
     found["nvidia_ml_py"] = _check(_nvml)
     found["bitsandbytes"] = _check(lambda: _bitsandbytes(device))
+    found["scoring_8_clips_of_4s"] = _check(lambda: _scoring_speed(device))
     found["disk_free_gib"] = round(shutil.disk_usage(tempfile.gettempdir()).free / 1024**3, 1)
     found["seconds"] = round(time.perf_counter() - started, 1)
     return found
@@ -144,7 +173,8 @@ def summary(found: dict[str, Any]) -> list[str]:
     def said(check: Any) -> str:
         if not isinstance(check, dict):
             return str(check)
-        return str(check.get("value")) if check.get("ok") else f"FAILED: {check.get('error')}"
+        said = str(check.get("value")) if check.get("ok") else f"FAILED: {check.get('error')}"
+        return " ".join(said.split())  # an error's own line breaks would end the markdown list item
 
     versions = ", ".join(f"{k} {v}" for k, v in found["versions"].items())
     lines = [f"- Python {found['python']} on {found['machine']}; {versions}; torch CUDA {found['torch_cuda']}"]
@@ -158,4 +188,6 @@ def summary(found: dict[str, Any]) -> list[str]:
     lines.append(f"- FFmpeg command: {ffmpeg['ffmpeg_command']}; torchcodec: {said(ffmpeg['torchcodec_decode'])}")
     lines.append(f"- nvidia-ml-py: {said(found['nvidia_ml_py'])}")
     lines.append(f"- bitsandbytes: {said(found['bitsandbytes'])}")
+    if "scoring_8_clips_of_4s" in found:
+        lines.append(f"- scoring 8 clips of 4 s (s): {said(found['scoring_8_clips_of_4s'])}")
     return lines

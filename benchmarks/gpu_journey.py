@@ -5,12 +5,14 @@ planner's plan for it (a child process on the CPU, while the GPU works).
     python benchmarks/gpu_journey.py plan CONFIG.json PLAN.json
 
 The run is the guide's benchmark: ~10 minutes of synthetic speech-like clips (LJSpeech-like lengths, read text
-of matching length), batch 8, 3 epochs, every train_gpt default on (checkpointing, SDPA, mixed precision, TF32,
-the leaner steps, length grouping), the XTTS v2 architecture at full size with weights built on the box. Its
-record: ok, the wall time and run.json's phase times (with each phase's CUDA peak), every scored evaluation,
+of matching length), batch 8, every train_gpt default on (checkpointing, SDPA, mixed precision, TF32, the leaner
+steps, length grouping), the XTTS v2 architecture at full size with weights built on the box; one epoch, every
+evaluation scored, no inference search (the call's sizes: benchmarks/gpu_table.py). Its record: ok, the wall
+time and run.json's phase times (with each phase's allocated and reserved CUDA peaks; run.json has them as of
+each evaluation, so a journey cut by the window keeps them), the whole GPU's NVML peak, every scored evaluation,
 and a tar of what it spoke (each evaluation's clips, the real clips of its sentences, the reference clip,
 run.json and metrics.jsonl) for scoring elsewhere: Whisper does not travel to the box, so the CER is computed
-afterwards on a CPU (benchmarks/score_gpu_record.py).
+afterwards on a CPU (scripts/gpu_record.py).
 """
 
 from __future__ import annotations
@@ -195,8 +197,8 @@ def pack(run_dir: Path, run_json: dict[str, Any], target: Path) -> dict[str, Any
 
 
 def plan(config: dict[str, Any]) -> dict[str, Any]:
-    """The memory planner's answer for the journey's arguments and clip lengths (on the device it trains on), and
-    the memory cap of the out-of-memory row (gpu_rows.py). Planned figures include the CUDA context and kernels
+    """The memory planner's answer for the journey's arguments and clip lengths (on the device it trains on).
+    Planned figures include the CUDA context and kernels
     (`cuda_overhead_gib`), which the allocator's peaks do not: the record compares allocated with allocated."""
     from utils.memory_plan.planner import estimate_gpt_memory
 
@@ -215,11 +217,6 @@ def plan(config: dict[str, Any]) -> dict[str, Any]:
         "breakdown_gib": estimate.breakdown_gib,
         "seconds": round(time.perf_counter() - started, 1),
     }
-    if config.get("oom_row"):
-        try:
-            found.update(out_of_memory_cap(config["oom_row"]))
-        except Exception as exc:  # noqa: BLE001 - the row says why it did not run
-            found["oom_plan_error"] = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
     return found
 
 

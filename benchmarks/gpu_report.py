@@ -25,11 +25,19 @@ def journey_lines(journey: dict[str, Any]) -> list[str]:
         f"{journey.get('message') or ''}",
         "",
     ]
-    peaks = journey.get("phase_peak_gib") or {}
+    peaks, reserved = journey.get("phase_peak_gib") or {}, journey.get("phase_reserved_gib") or {}
     rows = [
-        [name, f"{seconds:.1f}", _fmt(peaks.get(name), ".2f")] for name, seconds in journey["phase_seconds"].items()
+        [name, f"{seconds:.1f}", _fmt(peaks.get(name), ".2f"), _fmt(reserved.get(name), ".2f")]
+        for name, seconds in journey["phase_seconds"].items()
     ]
-    lines += [markdown_table(["phase (run.json timings)", "seconds", "CUDA peak (GiB)"], rows), ""]
+    header = ["phase (run.json timings)", "seconds", "CUDA peak allocated (GiB)", "reserved (GiB)"]
+    lines += [markdown_table(header, rows), ""]
+    background = journey.get("background_seconds") or {}
+    if background:
+        lines += [
+            "Beside the loop (background): " + ", ".join(f"{k} {v:.1f} s" for k, v in background.items()),
+            "",
+        ]
     evaluations = journey.get("evaluations") or []
     if evaluations:
         rows = [
@@ -48,7 +56,7 @@ def journey_lines(journey: dict[str, Any]) -> list[str]:
         lines += [markdown_table([*header, "generation batch", "reasons"], rows)]
         afterwards = {e["scored_afterwards"] for e in evaluations if e.get("scored_afterwards")}
         if afterwards:
-            lines += ["", f"Scored afterwards (benchmarks/score_gpu_record.py): {'; '.join(sorted(afterwards))}."]
+            lines += ["", f"Scored afterwards (scripts/gpu_record.py): {'; '.join(sorted(afterwards))}."]
     tar = journey.get("tar") or {}
     if tar:
         lines += [

@@ -61,7 +61,7 @@ BOX_HAS = frozenset(_BOX_IMAGE.split())
 # the scored evaluation's CER arithmetic (jiwer), speaker similarity (resemblyzer) and naturalness (distillmos; both
 # with their weights in the wheel).
 # Whisper (faster-whisper, CTranslate2, PyAV and a model) does not fit: the CER is computed afterwards, on a CPU
-# (benchmarks/score_gpu_record.py).
+# (scripts/gpu_record.py).
 ROOTS = (
     "coqui-tts",
     "coqui-tts-trainer",

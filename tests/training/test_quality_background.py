@@ -28,14 +28,24 @@ def whisper_dir() -> str:
 
 def test_scores_computed_in_the_background_are_all_recorded_and_the_run_is_timed(tmp_path, tiny_base, whisper_dir):
     csv_path = write_dataset(tmp_path / "data", n=12)
+    mid_run: dict[str, object] = {}
+
+    def after_the_first_evaluation(record: dict) -> None:  # the second epoch's first step: run.json as it stands
+        if record.get("type") == "train" and record.get("step") == 4 and not mid_run:
+            runs = list((tmp_path / "out").glob("*/run.json"))
+            mid_run.update(json.loads(runs[0].read_text()).get("timings") or {})
+
     result = train_gpt(
         train_csv=str(csv_path),
         output_path=str(tmp_path / "out"),
         num_epochs=2,
         learning_rate=1e-3,
         whisper_model=whisper_dir,
+        progress_callback=after_the_first_evaluation,
         **FAST,  # best_by stays eval_loss: the scores do not decide the checkpoint, so they are not waited for
     )
+    # Written at each evaluation, not only at the end: a run that dies keeps where its time went.
+    assert mid_run["phases"][TRAIN_STEPS]["count"] == 3 and mid_run["phases"][EVAL_LOSS]["count"] == 1
     run_dir = Path(result.run_dir)
     run = json.loads((run_dir / "run.json").read_text())
     evals, quality = records(run_dir, "eval"), records(run_dir, "quality")
