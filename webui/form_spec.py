@@ -59,7 +59,7 @@ FORM: dict[str, UI] = {
     "precision": UI(
         "Precision", SPEED, "radio", info="auto: BF16 on Ampere+, FP16 on Volta/Turing; fp32: no mixed precision"
     ),
-    "enable_tf32": UI("TF32 / cuDNN autotune", SPEED, info="Ampere+ only; off = exact FP32"),
+    "enable_tf32": UI("TF32 matmuls", SPEED, info="Ampere+ only; off = exact FP32"),
     "optimizer": UI("Optimizer", SPEED, "radio"),
     "resume_from": UI("Resume run", ADVANCED, "dropdown", info="continue a stopped run: its own settings are restored"),
     "seed": UI("Seed", ADVANCED),
