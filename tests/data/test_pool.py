@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from tests.data import pool_tasks
+from utils.data import pool as pool_module
 from utils.data.pool import ClipPool, PoolStopped, TaskFailed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,19 +97,34 @@ def test_ctrl_c_stops_the_workers_cleanly(tmp_path):
     assert not [p for p in workers if psutil.pid_exists(p)], "no worker outlives Ctrl-C"
 
 
-def test_workers_that_cannot_start_leave_the_work_to_this_process(tmp_path):
-    """A script without `if __name__ == "__main__":` cannot spawn workers (each imports it again): the work is
-    done in the script's process instead, and the stats say why."""
-    child = _run_script(
-        tmp_path,
+@pytest.mark.parametrize("how", ["script", "stdin"])
+def test_a_script_without_a_main_guard_gets_its_workers(tmp_path, how):
+    """How most scripts and tutorials are written: no `if __name__ == "__main__":`, or piped to python. The workers
+    never run the script again: the work is done on them, with no traceback and no fallback."""
+    body = textwrap.dedent(
         """
+        import os
         from tests.data import pool_tasks
         from utils.data.pool import ClipPool
 
         pool = ClipPool(2, inline_below=0)
-        print(sum(r for _, r in pool.map(pool_tasks.scaled, range(50), shared=2)), bool(pool.stats.fallback))
-        """,
-        stderr=subprocess.DEVNULL,
+        total = sum(r for _, r in pool.map(pool_tasks.scaled, range(50), shared=2))
+        print(total, pool.stats.workers, os.getpid() in pool.stats.pids, repr(pool.stats.fallback))
+        """
     )
-    out, _ = child.communicate(timeout=300)
-    assert out.split() == [str(2 * sum(range(50))), "True"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if how == "script":
+        (tmp_path / "script.py").write_text(body)
+        command, stdin = [sys.executable, str(tmp_path / "script.py")], None
+    else:
+        command, stdin = [sys.executable, "-"], body
+    done = subprocess.run(command, input=stdin, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    assert done.stdout.split() == [str(2 * sum(range(50))), "2", "False", "''"]
+
+
+def test_workers_that_cannot_start_leave_the_work_to_this_process(monkeypatch):
+    monkeypatch.setattr(pool_module, "_WORKER_CODE", "import sys; sys.exit(1)")  # an interpreter that cannot start
+    pool = ClipPool(2, inline_below=0)
+    assert sum(r for _, r in pool.map(pool_tasks.scaled, range(50), shared=2)) == 2 * sum(range(50))
+    assert "could not start" in pool.stats.fallback and pool.stats.pids == {os.getpid()}

@@ -15,17 +15,24 @@
   iterator stops every worker (each finishes or abandons its item; files are written atomically by the
   tasks, so nothing is left half-written). Workers ignore SIGINT: the parent alone decides.
 
-Workers are started with "spawn" (a fork of a process holding torch's or Gradio's threads can deadlock) and
-limited to one thread each for numpy/torch/OpenMP, since the pool itself uses the cores. Small inputs run
-inline: starting processes costs more than it saves on a few clips.
+Workers are fresh interpreters (`python -c`, each given this process's sys.path and one end of a socket pair), not
+forks: a fork of a process holding torch's or Gradio's threads can deadlock. Unlike multiprocessing's "spawn" they
+never import the caller's main module again, so a plain script without `if __name__ == "__main__":` (or one read on
+stdin) gets its workers as a guarded one does, instead of each worker running the script again. They are limited
+to one thread each for numpy/torch/OpenMP, since the pool itself uses the cores, and they run in their own session:
+Ctrl-C reaches the caller alone, which stops them. Small inputs run inline: starting processes costs more than it
+saves on a few clips.
 """
 
 from __future__ import annotations
 
 import itertools
-import multiprocessing
+import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -107,19 +114,34 @@ def _worker_main(conn: Connection) -> None:
             return
 
 
-def _spawn_main(conn: Connection, variables: dict[str, str]) -> None:
-    os.environ.update(variables)  # before numpy or torch is imported here: one thread per worker
-    _worker_main(conn)
+# A worker's whole program: the caller's sys.path, then the loop on its end of the socket pair (file descriptor).
+_WORKER_CODE = (
+    "import sys, json; sys.path[:] = json.loads(sys.argv[1])\n"
+    "from multiprocessing.connection import Connection\n"
+    "from utils.data.pool import _worker_main\n"
+    "_worker_main(Connection(int(sys.argv[2])))\n"
+)
 
 
 class _Worker:
-    def __init__(self, context: Any) -> None:
-        self.conn, child = context.Pipe()
-        self.process = context.Process(
-            target=_spawn_main, args=(child, dict.fromkeys(_THREAD_VARIABLES, "1")), daemon=True
-        )
-        self.process.start()
-        child.close()
+    def __init__(self) -> None:
+        mine, theirs = socket.socketpair()
+        self.conn = Connection(mine.detach())
+        # The thread limits are in its environment before numpy or torch is imported there.
+        env = {**os.environ, **dict.fromkeys(_THREAD_VARIABLES, "1")}
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _WORKER_CODE, json.dumps(sys.path), str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except BaseException:
+            self.conn.close()
+            raise
+        finally:
+            theirs.close()  # the worker holds its end: its death closes the pair, which the pool sees
         self.task: tuple[int, list[tuple[int, Any]]] | None = None
         self.token: int | None = None  # the shared value this worker holds
         self.started = False  # it said it is ready
@@ -215,7 +237,6 @@ class _PooledRun:
     def __init__(self, pool: ClipPool, func: Callable, shared: Any, needs_work, items: Iterator[Any]) -> None:
         self.pool, self.func, self.shared, self.needs_work, self.items = pool, func, shared, needs_work, items
         self.token = None if shared is None else id(shared)
-        self.context = multiprocessing.get_context("spawn")
         self.workers: list[_Worker] = []
         self.todo: deque[list[tuple[int, Any]]] = deque()  # chunks waiting for a worker
         self.chunk: list[tuple[int, Any]] = []
@@ -272,7 +293,7 @@ class _PooledRun:
             if idle is None:
                 if len(self.workers) >= self.pool.workers:
                     return
-                idle = _Worker(self.context)
+                idle = _Worker()
                 self.workers.append(idle)
                 self.pool.stats.workers += 1
             items = self.todo.popleft()
@@ -286,23 +307,19 @@ class _PooledRun:
         if not busy:
             return
         by_conn = {w.conn: w for w in busy}
-        by_sentinel = {w.process.sentinel: w for w in busy}
-        for ready in wait([*by_conn, *by_sentinel], timeout=WAIT_S):
-            worker = by_conn.get(ready) or by_sentinel.get(ready)
-            if worker is None or worker.task is None:
+        for ready in wait(list(by_conn), timeout=WAIT_S):  # a dead worker's end of the pair reads as closed
+            worker = by_conn[ready]
+            if worker.task is None:
                 continue
-            if ready in by_conn:
-                try:
-                    message = worker.conn.recv()
-                except (EOFError, OSError):
-                    self._died(worker)
-                    continue
-                if message[0] == "ready":
-                    worker.started = True
-                else:
-                    self._accept(worker, message[1], message[2])
-            elif not worker.conn.poll():  # dead, and no last answer left in its pipe
+            try:
+                message = worker.conn.recv()
+            except (EOFError, OSError):
                 self._died(worker)
+                continue
+            if message[0] == "ready":
+                worker.started = True
+            else:
+                self._accept(worker, message[1], message[2])
 
     def _accept(self, worker: _Worker, pid: int, out: list[tuple[bool, Any]]) -> None:
         assert worker.task is not None
@@ -315,11 +332,10 @@ class _PooledRun:
 
     def _died(self, worker: _Worker) -> None:
         """A worker died: its items are tried again alone; an item alone on a dying worker is failed. Workers that
-        die before they are ready (they cannot start: e.g. a script without `if __name__ == "__main__":`, which
-        spawned processes import again) blame no item; after START_FAILURES the work goes on in this process."""
+        die before they are ready (they cannot start: a broken interpreter or environment) blame no item; after
+        START_FAILURES the work goes on in this process."""
         assert worker.task is not None
-        worker.process.join(timeout=5)
-        code = worker.process.exitcode
+        code = _wait(worker.process, 5)
         _, items = worker.task
         worker.task = None
         self.workers.remove(worker)
@@ -344,9 +360,18 @@ class _PooledRun:
             worker.stop()
         deadline = time.monotonic() + 5
         for worker in self.workers:
-            worker.process.join(timeout=max(0.0, deadline - time.monotonic()))
-            if worker.process.is_alive():
+            if _wait(worker.process, max(0.0, deadline - time.monotonic())) is None:
                 worker.process.terminate()
-                worker.process.join(timeout=5)
+                if _wait(worker.process, 5) is None:
+                    worker.process.kill()
+                    _wait(worker.process, 5)
             worker.conn.close()
         self.workers = []
+
+
+def _wait(process: subprocess.Popen, seconds: float) -> int | None:
+    """The process's exit code (negative: the signal that killed it) within `seconds`, else None."""
+    try:
+        return process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return None
