@@ -9,8 +9,9 @@ from typing import Any
 
 import gradio as gr
 
+from utils.model import sampling
 from utils.model.inference import find_ready_dir, synthesize
-from utils.model.ready import REFERENCE_WAV, inference_settings, read_finetune_info
+from utils.model.ready import REFERENCE_WAV, finetune_info_or_reason, read_inference_settings
 from utils.quality.asr import default_whisper_model
 from utils.text.languages import LANGUAGE_CHOICES
 from webui import quality_view, voice_view
@@ -18,9 +19,11 @@ from webui.context import GPU_QUEUE, UIContext
 from webui.shown import page_error
 
 # The sliders a run's ready/config.json sets, in the order of ui["sampling"].
-SAMPLING_KEYS = ("temperature", "length_penalty", "repetition_penalty", "top_k", "top_p")
+SAMPLING_KEYS = sampling.CONFIG_KEYS
+# ui["sampling"]: those, then the ones the page alone sets.
+SLIDER_KEYS = (*SAMPLING_KEYS, "speed", "max_audio_tokens")
 # ~21.5 GPT audio tokens per second of speech; 250 is about 11.6 s, the longest training clip.
-DEFAULT_MAX_AUDIO_TOKENS = 250
+DEFAULT_MAX_AUDIO_TOKENS = sampling.SETTINGS["max_audio_tokens"].default
 
 
 def _chosen_model(run: str, ready_path: str) -> str:
@@ -54,16 +57,43 @@ def _sampling(
     speed: float,
     max_tokens: float,
 ) -> dict[str, Any]:
-    """The form's sampling settings as synthesize's keywords (Gradio numbers arrive as floats)."""
-    return {
+    """The form's sampling settings as synthesize's keywords, each checked against its declaration
+    (utils.model.sampling: a ValueError naming the setting, its range and the value; Gradio numbers arrive as
+    floats, a script may send anything)."""
+    values = {
         "temperature": temperature,
         "length_penalty": length_penalty,
         "repetition_penalty": repetition_penalty,
-        "top_k": int(top_k),
+        "top_k": top_k,
         "top_p": top_p,
         "speed": speed,
-        "max_audio_tokens": int(max_tokens),
+        "max_audio_tokens": max_tokens,
     }
+    return {name: sampling.checked(name, value) for name, value in values.items()}
+
+
+def _checked_by_the_handler(component: Any) -> Any:
+    """A slider (or number) whose value goes to the handler as sent, which checks it against the setting's
+    declaration and names the setting: Gradio's own preprocessing failed on a string with a TypeError (a client
+    saw the generic "Error") and refused a number out of range without naming the setting. (An instance
+    attribute, as webui.form does: a subclass of a component makes Gradio write a .pyi stub.)"""
+    component.preprocess = lambda payload: payload
+    return component
+
+
+def _slider(name: str) -> Any:
+    """The slider of a setting: its declared range, step, starting value, label and help."""
+    setting = sampling.SETTINGS[name]
+    return _checked_by_the_handler(
+        gr.Slider(
+            setting.low,
+            setting.high,
+            value=setting.default,
+            step=setting.step,
+            label=setting.label,
+            info=setting.help,
+        )
+    )
 
 
 def synthesize_handler(
@@ -85,6 +115,7 @@ def synthesize_handler(
     source = _chosen_model(run, ready_path)
     _gpu_free(ctx)
     try:
+        settings = _sampling(temperature, length_penalty, repetition_penalty, top_k, top_p, speed, max_tokens)
         ready, reference = _ready_and_reference(ctx, source, reference)
         output = ctx.output_dir / "synthesized" / f"{Path(source).name}-{time.strftime('%Y%m%d-%H%M%S')}.wav"
         synthesize(
@@ -92,7 +123,7 @@ def synthesize_handler(
             text,
             language=language or None,
             reference_wav=reference,
-            **_sampling(temperature, length_penalty, repetition_penalty, top_k, top_p, speed, max_tokens),
+            **settings,
             output_wav=output,
         )
     except ValueError as exc:
@@ -127,15 +158,16 @@ def compare_handler(
     _gpu_free(ctx)
     try:
         ready, reference = _ready_and_reference(ctx, source, reference)
+        settings = _sampling(temperature, length_penalty, repetition_penalty, top_k, top_p, speed, max_tokens)
         result = compare_with_base(
             ready,
             text,
             language=language or None,
             reference_wav=reference,
-            seed=int(seed or 0),
+            seed=sampling.checked("seed", 0 if seed is None else seed),
             whisper_model=ctx.roots.whisper_model(whisper_model),
             output_dir=ctx.output_dir / "synthesized",
-            **_sampling(temperature, length_penalty, repetition_penalty, top_k, top_p, speed, max_tokens),
+            **settings,
         )
     except ValueError as exc:
         raise page_error(exc) from exc
@@ -148,22 +180,25 @@ def compare_handler(
 
 def run_selected(ctx: UIContext, run: str, ready_path: str) -> tuple[Any, ...]:
     """The run's language, reference clip and sampling settings (ready/config.json: chosen by measurement at the
-    end of its run, or the base model's), and where those came from, to prefill the form."""
+    end of its run, or the base model's), and where those came from, to prefill the form. A setting out of its
+    range in the file is not put in its slider: the base model's is, and the Markdown says why (file, setting,
+    value); an unreadable finetune.json leaves the language as it is, and says so."""
     source = (ready_path or "").strip() or run
     try:
         ready = find_ready_dir(ctx.roots.run_folder(source, "model"))
     except ValueError:
         return (gr.update(),) * (3 + len(SAMPLING_KEYS))
-    info = read_finetune_info(ready)
+    info, unreadable = finetune_info_or_reason(ready)  # voice_view.sampling_source says why when it is
+    language = None if unreadable else info.get("language", "en")
     # The clip itself is not sent back: the page serves only exports and synthesized audio. Empty means the
     # run's own reference clip, which synthesize and compare_with_base take by default.
     own = "the run's own reference clip" if (ready / REFERENCE_WAV).is_file() else "no reference clip in this run"
-    settings = inference_settings(ready)
+    settings = read_inference_settings(ready)
     return (
-        gr.update(value=info.get("language", "en")),
+        gr.update(value=language) if isinstance(language, str) and language else gr.update(),
         gr.update(value=None, label=f"Reference voice: {own} (upload a clip to use another)"),
-        *(gr.update(value=settings[key]) for key in SAMPLING_KEYS),
-        voice_view.sampling_source(ready),
+        *(gr.update(value=settings.values[key]) for key in SAMPLING_KEYS),
+        voice_view.sampling_source(ready, settings),
     )
 
 
@@ -187,21 +222,7 @@ def _voice_section(ctx: UIContext) -> dict[str, Any]:
             ui["sampling_source"] = gr.Markdown(
                 "**Sampling settings**: the base model's until a run is picked.", elem_id="sampling-source"
             )
-            ui["sampling"] = [
-                gr.Slider(0.05, 1.5, value=0.75, step=0.05, label="Temperature"),
-                gr.Slider(-2.0, 2.0, value=1.0, step=0.1, label="Length penalty"),
-                gr.Slider(1.0, 20.0, value=5.0, step=0.5, label="Repetition penalty"),
-                gr.Slider(1, 100, value=50, step=1, label="Top-k"),
-                gr.Slider(0.05, 1.0, value=0.85, step=0.05, label="Top-p"),
-                gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed"),
-                gr.Slider(
-                    10,
-                    600,
-                    value=DEFAULT_MAX_AUDIO_TOKENS,
-                    step=10,
-                    label="Longest output (audio tokens, ~21.5 per second)",
-                ),
-            ]
+            ui["sampling"] = [_slider(name) for name in SLIDER_KEYS]
     return ui
 
 
@@ -213,7 +234,12 @@ def _results_section() -> dict[str, Any]:
         ui["download"] = gr.File(label="Download", elem_id="test-download")
     with gr.Accordion("Compare with the base model: same text, reference and seed", open=False):
         with gr.Row():
-            ui["seed"] = gr.Number(1, precision=0, minimum=0, label="Seed (the same for both)")
+            seed = sampling.SETTINGS["seed"]
+            ui["seed"] = _checked_by_the_handler(
+                gr.Number(
+                    seed.default, precision=0, minimum=seed.low, maximum=seed.high, label="Seed (the same for both)"
+                )
+            )
             ui["whisper_model"] = gr.Textbox(
                 default_whisper_model("en", "small"),
                 label="Whisper model for the scores (name, or a folder under models/whisper)",

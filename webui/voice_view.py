@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from utils.model.ready import inference_settings, read_finetune_info
+from utils.model.ready import INFERENCE_DEFAULTS, InferenceSettings, read_inference_settings
 from utils.training.recording.records import QualityRecord, records_of
 from utils.training.recording.run_record import load_run
 from webui import line_plot
@@ -109,14 +109,21 @@ def probe_clips(run_dir: str | Path, record: dict[str, Any], count: int = PROBE_
     return clips
 
 
-def sampling_source(ready_dir: str | Path) -> str:
+def sampling_source(ready_dir: str | Path, settings: InferenceSettings | None = None) -> str:
     """Where a ready/ voice's sampling settings come from, for the Test tab: measured at the end of its run (and
-    what they are), or the base model's."""
-    settings = inference_settings(ready_dir)
-    record = read_finetune_info(ready_dir).get("inference") or {}
-    values = ", ".join(f"{k} {v:g}" for k, v in settings.items())
-    if record.get("searched") and record.get("candidates"):
-        tried = f"{len(record['candidates'])} tried, each with its scores in ready/finetune.json"
-        return f"**Sampling settings** {values}: {shown(record.get('source', ''))} ({tried})."
-    why = record.get("reason") or "this run did not search for them"
-    return f"**Sampling settings** {values}: the base model's ({shown(why)})."
+    what they are), its config.json's own, or the base model's; then a ⚠ line for each value of its files that is
+    not used (the file, the setting, the value and its range) or record that cannot be read. `settings`: the
+    folder's read_inference_settings, when the caller has it."""
+    settings = settings or read_inference_settings(ready_dir)
+    record = settings.record
+    values = ", ".join(f"{k} {v:g}" for k, v in settings.values.items())
+    candidates = record.get("candidates")
+    if record.get("searched") and candidates:
+        tried = f"{len(candidates)} tried, each with its scores in ready/finetune.json"
+        line = f"**Sampling settings** {values}: {shown(record.get('source', ''))} ({tried})."
+    else:
+        why = shown(record.get("reason") or "this run did not search for them")
+        # "The base model's" only when every value is: a valid value set by hand in config.json is the voice's own.
+        whose = "the base model's" if settings.values == INFERENCE_DEFAULTS else "ready/config.json's, not measured"
+        line = f"**Sampling settings** {values}: {whose} ({why})."
+    return "  \n".join([line, *(f"⚠ {shown(warning)}" for warning in settings.warnings)])

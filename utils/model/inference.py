@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -22,10 +23,21 @@ import torchaudio
 
 from utils.audio.io import AudioError, load_audio
 from utils.constants import XTTS_SAMPLE_RATE
+from utils.model import sampling
 from utils.model.base_models import models_root
 from utils.model.checkpoints import loadable_checkpoint
-from utils.model.ready import READY_DIR, REFERENCE_WAV, inference_settings, read_finetune_info, recover_ready
+from utils.model.ready import (
+    READY_DIR,
+    REFERENCE_WAV,
+    read_finetune_info,
+    read_inference_settings,
+    ready_config,
+    recover_ready,
+)
 from utils.text.frontend import TextFrontEnd
+from utils.text.visible import clipped
+
+log = logging.getLogger(__name__)
 
 _lock = threading.Lock()  # one synthesis at a time per process: the model is shared
 
@@ -42,6 +54,12 @@ class LoadedVoice:
 def find_ready_dir(path: str | os.PathLike) -> Path:
     """A `ready/` folder from itself, its run folder, or a model.pth inside it."""
     path = Path(path).expanduser()
+    try:
+        there = path.exists()
+    except OSError:  # a name too long for the file system
+        there = False
+    if not there:  # first whether there is anything there at all
+        raise ValueError(f"{clipped(path)} does not exist: there is no such run or ready/ folder.")
     if path.is_file():
         path = path.parent
     recover_ready(path)
@@ -50,7 +68,7 @@ def find_ready_dir(path: str | os.PathLike) -> Path:
     missing = [name for name in ("model.pth", "config.json", "vocab.json") if not (path / name).is_file()]
     if missing:
         raise ValueError(
-            f"{path} is not a ready model folder: missing {', '.join(missing)}. Pick a run whose "
+            f"{clipped(path)} is not a ready model folder: missing {', '.join(missing)}. Pick a run whose "
             "training finished or was stopped (its ready/ folder), or export one first."
         )
     return path
@@ -68,15 +86,18 @@ def _load(ready_dir: str, stamp: float, device: str) -> LoadedVoice:
     from utils.text.tokenizer import tokenizer_for
 
     folder = Path(ready_dir)
+    info = read_finetune_info(folder)  # first: an unreadable one is a ValueError naming it, before the model loads
     config = XttsConfig()
-    config.load_json(str(folder / "config.json"))
+    # coqui's load_json, with the file named when unreadable and each sampling setting checked (a NaN top_k in
+    # it failed the load with "cannot convert float NaN to integer"); synthesize reads the settings itself.
+    config.deserialize(ready_config(folder))
+    config.check_values()
     model = Xtts(config)
     # An old-format model.pth would be rewritten in place by coqui; load a converted copy instead.
     checkpoint = loadable_checkpoint(folder / "model.pth", models_root() / ".converted")
     model.load_checkpoint(
         config, checkpoint_dir=str(folder), checkpoint_path=str(checkpoint), eval=True, use_deepspeed=False
     )
-    info = read_finetune_info(folder)
     frontend = TextFrontEnd.from_dict(info.get("text_frontend"), info.get("language", "en"))
     model.tokenizer = tokenizer_for(folder / "vocab.json", frontend.language)
     model.to(device)
@@ -333,6 +354,22 @@ def _row_latent(gpt: Any, latent: torch.Tensor, text: torch.Tensor, codes: torch
     return gpt(text, lengths, codes, expected, cond_latents=latent, return_attentions=False, return_latent=True).cpu()
 
 
+class Speech(tuple):
+    """synthesize's result: (sample_rate, float32 samples), as a tuple, that also says which sampling `settings` it
+    was generated with and the `warnings` about them (a setting of the voice's ready/config.json that could not be
+    used, so the base model's was: the file, the setting and its value named)."""
+
+    sample_rate: int
+    wav: np.ndarray
+    settings: dict[str, Any]
+    warnings: list[str]
+
+    def __new__(cls, sample_rate: int, wav: np.ndarray, settings: dict[str, Any], warnings: list[str]) -> Speech:
+        speech = super().__new__(cls, (sample_rate, wav))
+        speech.sample_rate, speech.wav, speech.settings, speech.warnings = sample_rate, wav, settings, warnings
+        return speech
+
+
 def synthesize(
     model_path: str | os.PathLike,
     text: str,
@@ -348,12 +385,28 @@ def synthesize(
     max_audio_tokens: int | None = None,
     seed: int | None = None,
     output_wav: str | os.PathLike | None = None,
-) -> tuple[int, np.ndarray]:
-    """Synthesize `text` with a run's voice; returns (sample_rate, float32 samples) and writes
+) -> Speech:
+    """Synthesize `text` with a run's voice; returns (sample_rate, float32 samples), a `Speech` whose `.settings`
+    are the sampling settings used and `.warnings` what was wrong with those the voice's files hold, and writes
     `output_wav` when given. `max_audio_tokens` caps the length (~21.5 tokens per second of speech);
     `seed` makes the sampling repeatable (the same text, reference and seed give the same audio). A sampling
-    setting left None is the voice's own (ready/config.json: chosen at the end of its run, or the base model's)."""
-    if not text or not text.strip():
+    setting left None is the voice's own (ready/config.json: chosen at the end of its run, or the base model's; a
+    value there outside its range is not used: the base model's is, with a warning naming the file and setting).
+    A setting given outside its range (utils.model.sampling: temperature 0.01-2, speed 0.25-4...) is a ValueError
+    naming it, before anything is loaded."""
+    given = sampling.checked_all(
+        {
+            "temperature": temperature,
+            "length_penalty": length_penalty,
+            "repetition_penalty": repetition_penalty,
+            "top_k": top_k,
+            "top_p": top_p,
+        }
+    )
+    speed = sampling.checked("speed", speed)
+    max_audio_tokens = None if max_audio_tokens is None else sampling.checked("max_audio_tokens", max_audio_tokens)
+    seed = None if seed is None else sampling.checked("seed", seed)
+    if not isinstance(text, str) or not text.strip():
         raise ValueError("Text is empty: type what the voice should say.")
     voice = load_voice(model_path)
     reference = Path(reference_wav) if reference_wav else voice.ready_dir / REFERENCE_WAV
@@ -363,14 +416,12 @@ def synthesize(
     prepared = frontend.apply(text.strip())
     model = voice.model
     check_text_length(model, prepared, frontend.language)
-    given = {
-        "temperature": temperature,
-        "length_penalty": length_penalty,
-        "repetition_penalty": repetition_penalty,
-        "top_k": top_k,
-        "top_p": top_p,
-    }
-    sampling = {**inference_settings(voice.ready_dir), **{k: v for k, v in given.items() if v is not None}}
+    own = read_inference_settings(voice.ready_dir)
+    # Only the voice's settings this call uses: a bad temperature in the file is no matter when one is given.
+    warnings = [why for name, why in own.problems.items() if given.get(name) is None]
+    for why in warnings:
+        log.warning("%s", why)
+    settings = {**own.values, **{k: v for k, v in given.items() if v is not None}}
     with _lock:
         latent, speaker = conditioning_latents(model, reference)
         wav = generate_wav(
@@ -382,11 +433,11 @@ def synthesize(
             seed=seed,
             max_audio_tokens=max_audio_tokens,
             speed=speed,
-            **sampling,
+            **settings,
         )
     if output_wav:
         import soundfile as sf
 
         Path(output_wav).parent.mkdir(parents=True, exist_ok=True)
         sf.write(str(output_wav), wav, voice.sample_rate)
-    return voice.sample_rate, wav
+    return Speech(voice.sample_rate, wav, {**settings, "speed": speed}, warnings)

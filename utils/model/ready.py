@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 import os
 import shutil
 import zipfile
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +25,16 @@ import torch
 from utils.audio.io import AudioError, load_audio, write_wav
 from utils.constants import XTTS_SAMPLE_RATE
 from utils.files import atomic_output, copy_file_atomic, save_torch_atomic, write_json_atomic
+from utils.model import sampling
+
+log = logging.getLogger(__name__)
 
 READY_DIR = "ready"
 FINETUNE_FILE = "finetune.json"
 REFERENCE_WAV = "reference.wav"
-# The sampling settings of XTTS's config.json (XttsConfig) and the base model's values of them.
-INFERENCE_DEFAULTS: dict[str, Any] = {
-    "temperature": 0.75,
-    "length_penalty": 1.0,
-    "repetition_penalty": 5.0,
-    "top_k": 50,
-    "top_p": 0.85,
-}
+# The sampling settings of XTTS's config.json (XttsConfig) and the base model's values of them (declared, with their
+# ranges, in utils.model.sampling).
+INFERENCE_DEFAULTS: dict[str, Any] = sampling.defaults(sampling.CONFIG_KEYS)
 # Keys of coqui's GPTTrainer that inference never reads.
 _TRAINING_ONLY = ("dvae.", "torch_mel_spectrogram_style_encoder.", "torch_mel_spectrogram_dvae.")
 
@@ -161,25 +161,153 @@ def export_ready(
     return ready
 
 
+def _json_object(path: Path) -> dict[str, Any]:
+    """A JSON file holding an object, or a ValueError naming the file and what is wrong with it."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is unreadable: not UTF-8 text ({exc.reason})") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is unreadable: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} is unreadable: it holds {type(value).__name__}, not a JSON object")
+    return value
+
+
 def read_finetune_info(ready_dir: str | os.PathLike) -> dict[str, Any]:
+    """ready/finetune.json ({} when there is none), or a ValueError naming the file when it is unreadable: it holds
+    the voice's language and text front end, which inference must not guess."""
     path = Path(ready_dir) / FINETUNE_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return _json_object(path) if path.is_file() else {}
+
+
+def finetune_info_or_reason(ready_dir: str | os.PathLike) -> tuple[dict[str, Any], str | None]:
+    """(ready/finetune.json, None), or ({}, why it cannot be read): for pages that show a voice, which say so and
+    go on."""
+    try:
+        return read_finetune_info(ready_dir), None
+    except (OSError, ValueError) as exc:
+        return {}, str(exc)
+
+
+@dataclass
+class InferenceSettings:
+    """A ready/ voice's sampling settings as inference uses them, and what was wrong in its files.
+
+    `values`: every setting of sampling.CONFIG_KEYS, each valid: ready/config.json's, else the base model's
+    (missing, or a value outside its range, which is never used). `problems`: per setting (or "" for the whole
+    file), why config.json's value was not used, naming the file and the setting. `record`: finetune.json
+    "inference" (how the settings were chosen), {} when there is none or it is not a record; `record_problems`:
+    what is wrong with it or with finetune.json."""
+
+    values: dict[str, Any]
+    problems: dict[str, str] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
+    record_problems: list[str] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [*self.problems.values(), *self.record_problems]
+
+
+def sanitized_settings(values: dict[str, Any], source: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """(each sampling setting of `values` (a config.json) checked, the base model's for a missing or bad one,
+    {setting: why its value in `source` was not used})."""
+    chosen, problems = {}, {}
+    for name, default in INFERENCE_DEFAULTS.items():
+        if name not in values:
+            chosen[name] = default
+            continue
+        try:
+            chosen[name] = sampling.checked(name, values[name])
+        except ValueError as exc:
+            chosen[name] = default
+            problems[name] = f"{source}: {exc}; the base model's {default:g} is used instead."
+    return chosen, problems
+
+
+def _record_problems(record: Any, values: dict[str, Any], path: Path) -> tuple[dict[str, Any], list[str]]:
+    """finetune.json "inference" as a record, and what is wrong with it: not a record, settings out of range, or
+    settings other than those config.json gives the voice (config.json edited since)."""
+    if not isinstance(record, dict):
+        return {}, [
+            f'{path}: "inference" is not a record of how the settings were chosen (got {type(record).__name__}).'
+        ]
+    problems = []
+    if not isinstance(record.get("candidates", []), list):
+        problems.append(f'{path}: "inference" "candidates" is not a list; the candidates tried are unknown.')
+        record = {**record, "candidates": []}
+    recorded = record.get("settings")
+    if recorded is None:
+        return record, problems
+    if not isinstance(recorded, dict):
+        return record, [*problems, f'{path}: "inference" "settings" is not a record (got {type(recorded).__name__}).']
+    different = []
+    for name in INFERENCE_DEFAULTS:
+        if name not in recorded:
+            continue
+        try:
+            value = sampling.checked(name, recorded[name])
+        except ValueError as exc:
+            problems.append(f'{path}: "inference" settings: {exc}; ready/config.json\'s {values[name]:g} is used.')
+            continue
+        if value != values[name]:
+            different.append(f"{name} {value:g}")
+    if different:
+        problems.append(
+            f"{path} records other settings ({', '.join(different)}) than the voice's config.json gives it: "
+            "config.json's are used."
+        )
+    return record, problems
+
+
+def read_inference_settings(ready_dir: str | os.PathLike) -> InferenceSettings:
+    """The sampling settings a ready/ folder carries in its config.json (what coqui's own Xtts.synthesize reads),
+    checked against their declared ranges (utils.model.sampling): the base model's for any it lacks and, with a
+    problem naming the file and the setting, for any out of range or not a number. Never raises for a bad file:
+    an unreadable config.json or finetune.json is a problem, and the base model's settings are used."""
+    ready = Path(ready_dir)
+    path = ready / "config.json"
+    try:
+        config = _json_object(path) if path.is_file() else {}
+    except (OSError, ValueError) as exc:
+        config, unreadable = {}, {"": f"{exc}; the base model's sampling settings are used."}
+    else:
+        unreadable = {}
+    values, problems = sanitized_settings(config, str(path))
+    info, why = finetune_info_or_reason(ready)
+    if why:
+        return InferenceSettings(values, {**unreadable, **problems}, {}, [why + "."])
+    record, record_problems = (
+        ({}, []) if "inference" not in info else _record_problems(info["inference"], values, ready / FINETUNE_FILE)
+    )
+    return InferenceSettings(values, {**unreadable, **problems}, record, record_problems)
 
 
 def inference_settings(ready_dir: str | os.PathLike) -> dict[str, Any]:
-    """The sampling settings a ready/ folder carries in its config.json (what coqui's own Xtts.synthesize reads),
-    the base defaults for any it lacks."""
-    path = Path(ready_dir) / "config.json"
-    config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    return {key: type(default)(config.get(key, default)) for key, default in INFERENCE_DEFAULTS.items()}
+    """The sampling settings of a ready/ folder's config.json, each valid (read_inference_settings: the base
+    model's for any it lacks or holds out of range, with a logged warning)."""
+    read = read_inference_settings(ready_dir)
+    for problem in read.problems.values():
+        log.warning("%s", problem)
+    return read.values
+
+
+def ready_config(ready_dir: str | os.PathLike) -> dict[str, Any]:
+    """ready/config.json for coqui's XttsConfig: a ValueError naming the file when it is unreadable, and each
+    sampling setting checked (the base model's for a bad one, which coqui's loader would fail on: a NaN top_k)."""
+    config = _json_object(Path(ready_dir) / "config.json")
+    values, _ = sanitized_settings(config, "config.json")
+    return {**config, **{name: values[name] for name in config.keys() & set(values)}}
 
 
 def write_inference_settings(ready_dir: str | os.PathLike, settings: dict[str, Any], record: dict[str, Any]) -> None:
     """Put chosen sampling `settings` into ready/config.json (coqui's loader, the Test tab and the export read them
-    there) and `record` (how they were chosen) into ready/finetune.json "inference"; each file written atomically."""
+    there) and `record` (how they were chosen) into ready/finetune.json "inference"; each file written atomically.
+    A setting out of its range is a ValueError: none is written."""
     ready = Path(ready_dir)
     config = json.loads((ready / "config.json").read_text(encoding="utf-8"))
-    chosen = {k: settings[k] for k in INFERENCE_DEFAULTS if k in settings}
+    chosen = {k: sampling.checked(k, settings[k]) for k in INFERENCE_DEFAULTS if k in settings}
     write_json_atomic(ready / "config.json", {**config, **chosen})
     write_json_atomic(ready / FINETUNE_FILE, {**read_finetune_info(ready), "inference": record})
 
