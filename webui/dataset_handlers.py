@@ -133,7 +133,9 @@ def _short(reason: str) -> str:
 def _check_options(version: str, language: str, use_g2p: bool) -> dict[str, Any]:
     """The text checks the Fine-tune tab's run will apply (front end, vocab), for the same verdict."""
     try:
-        return text_check_options(version or "tiny", language, bool(use_g2p))
+        return text_check_options(
+            version or "tiny", language, form.checked_flag("use_g2p", False if use_g2p is None else use_g2p)
+        )
     except ValueError as exc:
         raise page_error(exc) from exc
 
@@ -239,19 +241,29 @@ def check_handler(
     whisper_model,
     threshold,
     min_naturalness=1.0,
+    version="tiny",
+    use_g2p=False,
     progress=gr.Progress(),
 ):
     """Transcribe, measure and score the checked dataset's rows: (summary, flagged rows worst first as an editable
-    table, their CSV texts by audio_file for Prepare, players of the worst rows). It runs on the CPU, beside a
-    training run: Start never waits for it."""
+    table, their CSV texts by audio_file for Prepare, players of the worst rows). Its rows are those Validate,
+    Prepare and Start use: validated with the same text checks (the Fine-tune tab's version and front end) and the
+    same check cache. It runs on the CPU, beside a training run: Start never waits for it. A value that is not a
+    number (a script's "0.3") is refused by name, with the range it takes."""
     from utils.quality.asr import transcriber_or_reason
-    from utils.quality.dataset_check import check_dataset
+    from utils.quality.dataset_check import check_dataset, check_settings
 
     if not train_csv:
         raise gr.Error("Check a dataset first (its CSV path is then filled in).")
     try:
+        max_audio_length = form.from_display("max_audio_length", max_seconds)
+        # The slider's 1 (its lowest) excludes none; another value is checked as it came (a script's string too).
+        plain = isinstance(min_naturalness, (int, float)) and not isinstance(min_naturalness, bool)
+        threshold_mos = None if min_naturalness is None or (plain and min_naturalness <= 1.0) else min_naturalness
+        check_settings(threshold, threshold_mos, None)
         train_csv = ctx.roots.dataset_file(train_csv, "train CSV")
         eval_csv = ctx.roots.dataset_file(eval_csv, "eval CSV") if eval_csv else None
+        text_options = _check_options(version, language, use_g2p)
         transcriber, why = transcriber_or_reason(
             ctx.roots.whisper_model(whisper_model), device="cpu", compute_type="int8", language=language
         )
@@ -262,11 +274,12 @@ def check_handler(
             transcriber=transcriber,
             no_transcriber_reason=why,
             audio_roots=ctx.roots.audio_roots(train_csv, eval_csv),
-            threshold=float(threshold),
-            min_naturalness=float(min_naturalness) if min_naturalness and float(min_naturalness) > 1.0 else None,
-            max_audio_length=form.from_display("max_audio_length", float(max_seconds)),
+            threshold=threshold,
+            min_naturalness=threshold_mos,
+            max_audio_length=max_audio_length,
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
-            cache_dir=cache_folder(ctx.output_dir),
+            cache_dir=cache_folder(ctx.output_dir),  # the entry Validate, Prepare and Start use
+            **text_options,
         )
     except ValueError as exc:
         raise page_error(exc) from exc
@@ -335,8 +348,8 @@ def prepare_handler(
             corrections=corrections,
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
             audio_roots=ctx.roots.audio_roots(train_csv, eval_csv),
-            even_loudness=bool(even_loudness),
-            denoise=bool(denoise),
+            even_loudness=form.checked_flag("even_loudness", even_loudness),
+            denoise=form.checked_flag("denoise", denoise),
             cache_dir=cache_folder(ctx.output_dir),
             **_check_options(version, language, use_g2p),
         )

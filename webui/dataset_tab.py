@@ -83,14 +83,19 @@ def _check_section() -> dict[str, Any]:
                 label="Whisper model (name, or a folder under models/whisper)",
                 info="tiny.en, bundled, works offline for English; others go in models/whisper/<name>/",
             )
-            ui["threshold"] = gr.Slider(0.05, 1.0, value=0.3, step=0.05, label="Flag a transcript over this CER")
-            ui["min_naturalness"] = gr.Slider(
-                1.0,
-                5.0,
-                value=1.0,
-                step=0.1,
-                label="Exclude clips under this naturalness",
-                info="MOS predicted by DistillMOS (1 bad .. 5 excellent); 1 excludes none",
+            # A script's "0.3" reaches check_dataset, which refuses it by name (not Gradio's generic "Error").
+            ui["threshold"] = form._passing_non_numbers(
+                gr.Slider(0.05, 1.0, value=0.3, step=0.05, label="Flag a transcript over this CER")
+            )
+            ui["min_naturalness"] = form._passing_non_numbers(
+                gr.Slider(
+                    1.0,
+                    5.0,
+                    value=1.0,
+                    step=0.1,
+                    label="Exclude clips under this naturalness",
+                    info="MOS predicted by DistillMOS (1 bad .. 5 excellent); 1 excludes none",
+                )
             )
             ui["check"] = gr.Button("Check transcripts and audio")
         ui["check_summary"] = gr.Markdown(elem_id="dataset-check-summary")
@@ -224,7 +229,18 @@ def _wire_checks(ctx: UIContext, ui: dict[str, Any]) -> None:
     check_outputs = [ui["check_summary"], ui["check_table"], ui["check_originals"]]
     ui["check"].click(
         functools.partial(check_handler, ctx),
-        [train_csv, eval_csv, language, max_seconds, ui["check_whisper"], ui["threshold"], ui["min_naturalness"]],
+        # The Fine-tune tab's version and front end: the check validates as Validate, Prepare and Start do.
+        [
+            train_csv,
+            eval_csv,
+            language,
+            max_seconds,
+            ui["check_whisper"],
+            ui["threshold"],
+            ui["min_naturalness"],
+            version,
+            g2p,
+        ],
         [*check_outputs, *ui["check_players"]],
         api_name="check_dataset",
         concurrency_limit=1,  # on the CPU, beside a run: not in the GPU queue, Start never waits for it

@@ -14,6 +14,7 @@ from dataclasses import fields
 from typing import Any
 
 from utils.options.arguments import TrainArguments, fold_precision_alias, option_of
+from utils.options.option import Option, checked_value
 from webui.form_spec import FORM, UI
 from webui.paths import AppRoots
 
@@ -74,6 +75,12 @@ def _empty_to_default(name: str, value: Any) -> Any:
     if value is None or (isinstance(value, str) and not value.strip() and not isinstance(default, str)):
         raise ValueError(f"Fill in: {FORM[name].label}.")
     return value.strip() if isinstance(value, str) else value
+
+
+def checked_flag(name: str, value: Any) -> bool:
+    """A checkbox's value as the web sends it, strictly True or False: a script's "false" is a string, and every
+    non-empty string is truthy. A ValueError names the field and the value."""
+    return checked_value(name, value, False, Option(""))
 
 
 def arguments_from_form(

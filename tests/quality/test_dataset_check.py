@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.helpers import digests
+from tests.helpers import digests, write_dataset
 from tests.quality.speech import SENTENCES, VOICE_A
 from utils.data.prepare import EDITS_FILE, EVAL_FILE, TRAIN_FILE, prepare_dataset
 from utils.quality.dataset_check import check_dataset
@@ -154,3 +154,43 @@ def test_naturalness_ranks_a_clip_that_sounds_wrong_and_a_threshold_marks_clips_
     marked = check_dataset(folder / "metadata.csv", language="en", min_naturalness=threshold, workers=2)
     excluded = [row.audio_file for row in marked.flagged if row.suggest_exclude]
     assert excluded == ["wavs/s6.wav"], [(r.audio_file, r.naturalness) for r in marked.flagged]
+
+
+def test_the_check_validates_as_validate_prepare_and_start_do_and_shares_their_cache_entry(tmp_path):
+    """ "Trust after the run": the check validated without the run's text front end and vocab, so a row Start
+    rejects (a character the model's vocabulary lacks) was checked as usable, under a cache entry of its own."""
+    from utils.data.check_cache import cache_folder
+    from utils.data.validation import validate_dataset
+    from utils.training.inputs.text_checks import text_check_options
+
+    csv = write_dataset(tmp_path / "voice", n=8, texts=["plain english words", "english 漢字 mixed"])
+    options = text_check_options("tiny", "en")
+    cache = cache_folder(tmp_path / "output")
+    page = validate_dataset(csv, cache_dir=cache, **options)  # the page's Validate (and Prepare, and Start)
+    assert page.rows_usable == 4 and page.drop_counts == {
+        "Text has characters the model's vocabulary lacks (字 漢)": 4
+    }, page.drop_counts
+
+    check = check_dataset(csv, language="en", cache_dir=cache, naturalness=False, **options)
+    assert check.report.check.cache_hit, "Validate's entry served the check"
+    assert check.report.summary() == page.summary() and check.checked == 4
+    assert len(list(cache.iterdir())) == 1, "one entry for the dataset"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (dict(min_naturalness="3"), r"min_naturalness must be a number from 1 to 5 \(a predicted MOS, .*\); got '3'."),
+        (dict(min_naturalness=7), "min_naturalness must be a number from 1 to 5 .*; got 7."),
+        (dict(threshold="0.3"), r"threshold must be a number of 0 or more \(a CER: .*\); got '0.3'."),
+        (dict(threshold=float("nan")), "threshold must be a number of 0 or more .*; got nan."),
+        (dict(threshold=True), "threshold must be a number of 0 or more .*; got True."),
+        (dict(workers=2.5), "workers must be a whole number from 0 to 512 .*; got 2.5."),
+        (dict(threshold="x" * 10_000), r"got 'xxxxx.*\.\.\. \(10,002 characters\)\.$"),
+    ],
+)
+def test_numeric_settings_are_refused_by_name_before_anything_is_read(tmp_path, options, message):
+    csv = write_dataset(tmp_path / "voice", n=4)
+    with pytest.raises(ValueError, match=message):
+        check_dataset(csv, language="en", naturalness=False, cache_dir=tmp_path / "cache", **options)
+    assert not (tmp_path / "cache").exists(), "refused before the dataset was read"

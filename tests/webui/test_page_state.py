@@ -36,7 +36,8 @@ def test_missing_audio_keeps_its_meaning_and_an_upload_beside_a_typed_path_is_na
         ctx, str(csv), str(csv), None, "", "en", 11.6, "tiny", False, progress=lambda *a, **k: None
     )
     text = assert_shown_as_text(summary)
-    assert "3 × Audio not found." in text and "found at." not in text
+    gone = (tmp_path / "data" / "wavs" / "clip_000.wav").resolve()
+    assert f"3 rows will not be used: 3 × Audio not found at {gone} and others." in text, text
     assert "Checked the uploaded train CSV; the typed path was not used." in text
     assert "type the CSV's path" not in text, "the user did type it"
     assert histogram["y_lim"] == [0, 4], "a count axis of whole clips, never 0.000000"

@@ -19,6 +19,8 @@ from utils.audio.io import AudioError, read_mono
 
 # Below this RMS level (dBFS) a clip holds no usable speech.
 SILENCE_DBFS = -55.0
+# Below this RMS around the mean (dBFS), under 24-bit resolution, the samples are one value (rounding aside).
+CONSTANT_DBFS = -150.0
 BLOCK_FRAMES = 65536  # frames per block of the level scan: 0.5 MiB of stereo float32
 # WAV data sizes that streaming writers leave when they never learn the length: not a claim.
 _UNKNOWN_SIZES = (0, 0xFFFFFFFF, 0x7FFFFFFF)
@@ -32,6 +34,30 @@ class AudioInfo:
     rms_dbfs: float | None = None  # None when only the header was read
     peak: float | None = None  # of the mono mix; over 1.0 only in float files
     subtype: str = ""  # libsndfile's sample format, e.g. PCM_16, FLOAT
+    dc_offset: float | None = None  # the mono mix's mean; None when only the header was read
+    ac_rms_dbfs: float | None = None  # RMS around that mean (how much the signal moves); None: header only
+
+
+def level_around_mean(wav: np.ndarray) -> tuple[float, float]:
+    """(mean, RMS around the mean in dBFS) of samples: a clip whose RMS around its mean is under SILENCE_DBFS holds
+    no sound, whatever its plain RMS (a constant 0.5 is -6 dBFS of DC and nothing to hear)."""
+    x = np.asarray(wav, dtype=np.float64)
+    mean = float(x.mean()) if x.size else 0.0
+    spread = float(np.sqrt(np.mean(np.square(x - mean)))) if x.size else 0.0
+    return mean, (20 * math.log10(spread) if spread > 0 else -math.inf)
+
+
+def constant_signal(info: AudioInfo) -> str:
+    """Why a clip that is not silent by its RMS still holds no sound: its samples (nearly) constant, a DC offset
+    with nothing moving around it (a broken input, a sensor's output, a file filled with one value); "" otherwise."""
+    if info.ac_rms_dbfs is None or info.ac_rms_dbfs >= SILENCE_DBFS:
+        return ""
+    if info.rms_dbfs is not None and info.rms_dbfs < SILENCE_DBFS:
+        return ""  # silent: said as such
+    offset = info.dc_offset or 0.0
+    if info.ac_rms_dbfs < CONSTANT_DBFS:
+        return f"its samples all stay at {offset:+.2f} (a DC offset)"
+    return f"its samples stay near {offset:+.2f} (a DC offset), moving around it at {info.ac_rms_dbfs:.0f} dBFS"
 
 
 def wav_data_claim(path: str | os.PathLike) -> tuple[int, int] | None:
@@ -70,17 +96,27 @@ def _check_wav_length(path: str | os.PathLike, duration: float) -> None:
     )
 
 
-def _scan_levels(path: str, frames: int, rate: int) -> tuple[float, float]:
-    """(RMS dBFS, peak) of the mono mix, reading BLOCK_FRAMES at a time."""
+def _scan_levels(path: str, frames: int, rate: int) -> tuple[float, float, float, float]:
+    """(RMS dBFS, peak, mean, RMS around the mean in dBFS) of the mono mix, reading BLOCK_FRAMES at a time (the
+    spread around the mean merged block by block, Chan et al., exact for a constant signal)."""
     import soundfile as sf
 
     squares, peak, read = 0.0, 0.0, 0
+    mean, spread = 0.0, 0.0  # running mean and sum of squared deviations from it
     for block in sf.blocks(path, blocksize=BLOCK_FRAMES, dtype="float32", always_2d=True):
         mono = block.mean(axis=1)
         if not np.isfinite(mono).all():
             raise AudioError("contains NaN or infinite samples")
-        squares += float(np.dot(mono.astype(np.float64), mono))
+        wide = mono.astype(np.float64)
+        squares += float(np.dot(wide, wide))
         peak = max(peak, float(np.abs(mono).max()) if mono.size else 0.0)
+        if mono.size:
+            block_mean = float(wide.mean())
+            block_spread = float(np.dot(wide - block_mean, wide - block_mean))
+            total = read + mono.size
+            delta = block_mean - mean
+            spread += block_spread + delta * delta * read * mono.size / total
+            mean += delta * mono.size / total
         read += len(mono)
     if read == 0:
         raise AudioError("has no samples")
@@ -90,7 +126,13 @@ def _scan_levels(path: str, frames: int, rate: int) -> tuple[float, float]:
             "file is damaged. Export it again"
         )
     rms = math.sqrt(squares / read)
-    return (20 * math.log10(rms) if rms > 0 else -math.inf), peak
+    around = math.sqrt(max(spread, 0.0) / read)
+    return (
+        (20 * math.log10(rms) if rms > 0 else -math.inf),
+        peak,
+        mean,
+        (20 * math.log10(around) if around > 0 else -math.inf),
+    )
 
 
 def probe_audio(path: str | os.PathLike, *, full: bool = True, max_seconds: float | None = None) -> AudioInfo:
@@ -113,10 +155,10 @@ def probe_audio(path: str | os.PathLike, *, full: bool = True, max_seconds: floa
     if not full or (max_seconds is not None and duration > max_seconds):
         return header
     try:
-        rms_dbfs, peak = _scan_levels(str(path), info.frames, int(info.samplerate))
+        rms_dbfs, peak, mean, around = _scan_levels(str(path), info.frames, int(info.samplerate))
     except sf.LibsndfileError as exc:
         raise AudioError(f"cannot be decoded ({str(exc)[:120]})") from exc
-    return AudioInfo(duration, header.sample_rate, header.channels, rms_dbfs, peak, info.subtype)
+    return AudioInfo(duration, header.sample_rate, header.channels, rms_dbfs, peak, info.subtype, mean, around)
 
 
 def _probe_other(path: str | os.PathLike, full: bool, max_seconds: float | None) -> AudioInfo:
@@ -137,7 +179,8 @@ def _probe_other(path: str | os.PathLike, full: bool, max_seconds: float | None)
         raise AudioError("contains NaN or infinite samples")
     rms = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64))))
     rms_dbfs = 20 * math.log10(rms) if rms > 0 else -math.inf
-    return AudioInfo(samples.size / rate, rate, channels, rms_dbfs, float(np.abs(samples).max()))
+    mean, around = level_around_mean(samples)
+    return AudioInfo(samples.size / rate, rate, channels, rms_dbfs, float(np.abs(samples).max()), "", mean, around)
 
 
 def _ffmpeg_metadata(path: str | os.PathLike):

@@ -3,14 +3,16 @@
 One JSON file per dataset (its CSV paths) in a cache folder the caller owns (`.dataset-checks/` of the output
 folder: the page's, a run's `output_path`). It holds:
 
-- the fingerprint: each CSV's bytes (sha256), the check's options, and every clip's size and modification time
-  (ns), clip by clip as `ClipProbe`s;
+- what it describes: the CSVs' resolved paths, so an entry copied or left under another dataset's name is refused;
+- the fingerprint: each CSV's bytes (sha256), the check's options, and every clip's size, modification time (ns)
+  and a digest of a few small slices of it (`clip_probe.sample_digest`), clip by clip as `ClipProbe`s;
 - the report of the check that had that fingerprint.
 
-A later check whose CSV bytes, options and clip stamps are all the same is served the report without reading a
-clip (`CheckStats.cache_hit`). Any change (a clip's bytes, a CSV line, an option) misses; the clips that did
-not change are still served from their probes, so only the changed ones are decoded again. A cache file that
-cannot be read, or whose contents do not parse, is ignored and rewritten. The cache is an optimisation only: a
+A later check of the same CSVs whose bytes, options and clip stamps are all the same is served the report without
+decoding a clip (`CheckStats.cache_hit`; each clip's slices are read, a few KiB). Any change (a clip's bytes, even
+rewritten with its size and time kept, a CSV line, an option) misses; the clips that did not change are still
+served from their probes, so only the changed ones are decoded again. A cache file that cannot be read, whose
+contents do not parse, or that describes other CSVs is ignored and rewritten. The cache is an optimisation only: a
 cache folder that cannot be written leaves the check as it was, without a cache.
 """
 
@@ -31,12 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from utils.data.clip_probe import ClipProbe, file_stamp
+from utils.data.clip_probe import ClipProbe, content_stamp, file_stamp
 from utils.data.csv_reader import CsvLayout, Problem
 from utils.data.report import DatasetReport, UsableRows
 from utils.files import write_text_atomic
 
-CACHE_FORMAT = 1  # bumped whenever what is stored, or what a check finds, changes
+CACHE_FORMAT = 2  # bumped whenever what is stored, or what a check finds, changes
 CACHE_FOLDER = ".dataset-checks"
 # A dataset of more rows is not cached: the probe table (~200 bytes a clip, in memory and on disk) would grow
 # without bound, where the check itself keeps 20 bytes a row.
@@ -65,6 +67,11 @@ def cache_file(cache_dir: str | os.PathLike, csv_paths: list[Path]) -> Path:
     return Path(cache_dir) / f"{stem}-{digest}.json"
 
 
+def csv_identity(csv_paths: list[Path]) -> list[str]:
+    """The CSVs an entry describes, as an entry records them: their resolved paths, in order (train, eval)."""
+    return [str(Path(p).resolve()) for p in csv_paths]
+
+
 def csv_digests(csv_paths: list[Path]) -> list[str]:
     """sha256 of each CSV's bytes, read in 1 MiB blocks."""
     digests = []
@@ -83,25 +90,28 @@ class CachedCheck:
     options: dict[str, Any]
     clips: dict[str, ClipProbe]
     report: dict[str, Any] | None = None
+    paths: list[str] = dataclasses.field(default_factory=list)  # csv_identity of the CSVs it describes
 
     def unchanged(self, csv: list[str], options: dict[str, Any]) -> bool:
-        """Same CSV bytes, same options, and every clip the check read has its size and time of then."""
+        """Same CSV bytes, same options, and every clip the check read has its size, time and sampled slices of
+        then."""
         if self.report is None or self.csv != csv or self.options != options:
             return False
-        return all(
-            file_stamp(location) == ((probe.size, probe.mtime_ns) if probe.size >= 0 else (-1, 0))
-            for location, probe in self.clips.items()
-        )
+        return all(content_stamp(location) == probe.stamp for location, probe in self.clips.items())
 
 
-def load(path: Path) -> CachedCheck | None:
-    """The cached check in `path`, or None (none, another format, or a file that does not parse)."""
+def load(path: Path, paths: list[str] | None = None) -> CachedCheck | None:
+    """The cached check in `path`, or None (none, another format, a file that does not parse, or, given `paths`,
+    an entry that describes other CSVs: one copied or left under this dataset's name)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("format") != CACHE_FORMAT:
             return None
+        entry_paths = [str(p) for p in data["paths"]]
+        if paths is not None and entry_paths != paths:
+            return None
         clips = {str(k): ClipProbe.from_json(v) for k, v in data["clips"].items()}
-        return CachedCheck(list(data["csv"]), dict(data["options"]), clips, data.get("report"))
+        return CachedCheck(list(data["csv"]), dict(data["options"]), clips, data.get("report"), entry_paths)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
@@ -110,6 +120,7 @@ def save(path: Path, entry: CachedCheck) -> bool:
     """Write the entry atomically; False (and nothing written) when the folder cannot be written."""
     data = {
         "format": CACHE_FORMAT,
+        "paths": entry.paths,
         "csv": entry.csv,
         "options": entry.options,
         "clips": {location: probe.to_json() for location, probe in entry.clips.items()},
@@ -247,7 +258,8 @@ class DatasetCache:
     def __init__(self, cache_dir: str | os.PathLike | None, csv_paths: list[Path], options: dict[str, Any]) -> None:
         self.path = cache_file(cache_dir, csv_paths) if cache_dir is not None else None
         self.options = options
-        self.entry = load(self.path) if self.path is not None else None
+        self.paths = csv_identity(csv_paths)
+        self.entry = load(self.path, self.paths) if self.path is not None else None
         self.csv = csv_digests(csv_paths) if self.path is not None else []
 
     def report(self) -> DatasetReport | None:
@@ -260,7 +272,7 @@ class DatasetCache:
         if self.path is None:
             return
         report.fingerprint()  # from the heads just read: a later run served from the cache has it at once
-        entry = CachedCheck(self.csv, self.options, used, encode_report(report))
+        entry = CachedCheck(self.csv, self.options, used, encode_report(report), self.paths)
         save(self.path, entry)
 
 

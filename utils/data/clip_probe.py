@@ -1,9 +1,13 @@
-"""What the dataset check learns from one clip's file, and the clips already probed, by size and modification time.
+"""What the dataset check learns from one clip's file, and the clips already probed, by size, modification time and
+a sample of the content.
 
-`probe_clip` runs in a worker process (utils.data.pool): the file's size and modification time, a digest of its
-first 64 KiB (the content fingerprint of a resume reads it: DatasetReport.fingerprint), and `probe_audio`'s
-header and levels, or the reason it cannot be read. A `ClipProbes` table serves a later check of an unchanged
-file (same size and modification time in nanoseconds) without opening it; any change probes it again.
+`probe_clip` runs in a worker process (utils.data.pool): the file's size and modification time, a digest of a few
+small slices spread over the file (`sample_digest`), a digest of its first 64 KiB (the content fingerprint of a
+resume reads it: DatasetReport.fingerprint), and `probe_audio`'s header and levels, or the reason it cannot be read.
+A `ClipProbes` table serves a later check of an unchanged file (same size, modification time in nanoseconds and
+sampled slices) without decoding it; any change probes it again. The slices catch a file rewritten in place with
+its size and time kept (a clip overwritten with silence, its time restored by a copy or a sync tool) for the cost
+of SAMPLE_SLICES small reads, not a read of the whole file.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from utils.data.pool import TaskFailed
 from utils.data.row_checks import outside_roots
 
 HEAD_BYTES = 65536  # as DatasetReport.fingerprint reads each clip
+SAMPLE_SLICES = 5  # slices of the file read by sample_digest: its start, its end and evenly between
+SLICE_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -36,17 +42,35 @@ class ClipProbe:
     subtype: str = ""
     error: str = ""
     head_sha256: str = ""  # of the first HEAD_BYTES bytes
+    dc_offset: float | None = None  # the mono mix's mean (None: levels not measured)
+    ac_rms_dbfs: float | None = None  # its RMS around that mean
+    sample_digest: str = ""  # of SAMPLE_SLICES slices of the file (sample_digest); "" when it cannot be read
+
+    @property
+    def stamp(self) -> tuple[int, int, str]:
+        """What content_stamp gives for the file while it is as probed."""
+        return (self.size, self.mtime_ns, self.sample_digest) if self.size >= 0 else (-1, 0, "")
 
     @property
     def info(self) -> AudioInfo | AudioError:
         if self.error:
             return AudioError(self.error)
-        return AudioInfo(self.duration, self.sample_rate, self.channels, self.rms_dbfs, self.peak, self.subtype)
+        return AudioInfo(
+            self.duration,
+            self.sample_rate,
+            self.channels,
+            self.rms_dbfs,
+            self.peak,
+            self.subtype,
+            self.dc_offset,
+            self.ac_rms_dbfs,
+        )
 
     def serves(self, full: bool, limit_s: float) -> bool:
         """Whether this probe answers a check at this depth: errors and header reads always answer a header
         check; a full check needs the levels, except for a clip over the limit (never decoded)."""
-        return bool(self.error) or not full or self.rms_dbfs is not None or self.duration > limit_s
+        measured = self.rms_dbfs is not None and self.ac_rms_dbfs is not None
+        return bool(self.error) or not full or measured or self.duration > limit_s
 
     def to_json(self) -> list:
         return list(astuple(self))
@@ -68,6 +92,33 @@ def file_stamp(location: str) -> tuple[int, int]:
     return stat.st_size, stat.st_mtime_ns
 
 
+def sample_digest(location: str, size: int | None = None) -> str:
+    """A digest of SAMPLE_SLICES slices of SLICE_BYTES spread over the file (its start, its end and evenly between;
+    a small file whole), with its size: a cheap look at the content, "" when the file cannot be read."""
+    try:
+        with open(location, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size if size is None else size
+            digest = hashlib.blake2b(str(size).encode(), digest_size=16)
+            if size <= SAMPLE_SLICES * SLICE_BYTES:
+                digest.update(handle.read(SAMPLE_SLICES * SLICE_BYTES))
+            else:
+                last = size - SLICE_BYTES
+                for i in range(SAMPLE_SLICES):
+                    handle.seek(last * i // (SAMPLE_SLICES - 1))
+                    digest.update(handle.read(SLICE_BYTES))
+    except OSError:
+        return ""
+    return digest.hexdigest()
+
+
+def content_stamp(location: str) -> tuple[int, int, str]:
+    """(size, modification time in ns, sample_digest) of a file; (-1, 0, "") when it does not exist."""
+    size, mtime_ns = file_stamp(location)
+    if size < 0:
+        return -1, 0, ""
+    return size, mtime_ns, sample_digest(location, size)
+
+
 def head_digest(location: str) -> str:
     with open(location, "rb") as handle:
         return hashlib.sha256(handle.read(HEAD_BYTES)).hexdigest()
@@ -76,19 +127,31 @@ def head_digest(location: str) -> str:
 def probe_file(location: str, full: bool, limit_s: float) -> ClipProbe:
     """Probe one file (see the module docstring); never raises for a bad file. The head's digest is taken by a
     full check only: a header check (a large dataset) reads no more of each file than its header."""
-    size, mtime_ns = file_stamp(location)
+    size, mtime_ns, sampled = content_stamp(location)
     if size < 0:
         return ClipProbe(size, mtime_ns, error="file not found")
     try:
         head = head_digest(location) if full else ""
     except OSError as exc:
-        return ClipProbe(size, mtime_ns, error=f"cannot be read ({exc.strerror or exc})")
+        return ClipProbe(size, mtime_ns, error=f"cannot be read ({exc.strerror or exc})", sample_digest=sampled)
     try:
         info = probe_audio(location, full=full, max_seconds=limit_s)
     except AudioError as exc:
-        return ClipProbe(size, mtime_ns, error=str(exc), head_sha256=head)
+        return ClipProbe(size, mtime_ns, error=str(exc), head_sha256=head, sample_digest=sampled)
     return ClipProbe(
-        size, mtime_ns, info.duration, info.sample_rate, info.channels, info.rms_dbfs, info.peak, info.subtype, "", head
+        size,
+        mtime_ns,
+        info.duration,
+        info.sample_rate,
+        info.channels,
+        info.rms_dbfs,
+        info.peak,
+        info.subtype,
+        "",
+        head,
+        info.dc_offset,
+        info.ac_rms_dbfs,
+        sampled,
     )
 
 
@@ -99,8 +162,8 @@ def probe_clip(row: CsvRow, settings: tuple[bool, float]) -> ClipProbe:
 
 
 class ClipProbes:
-    """Probes by audio location; `served` gives one only while the file's size and modification time are those
-    it was probed at. `used` collects the probes a check relied on (what its cache keeps)."""
+    """Probes by audio location; `served` gives one only while the file's size, modification time and sampled
+    slices are those it was probed at. `used` collects the probes a check relied on (what its cache keeps)."""
 
     def __init__(self, known: dict[str, ClipProbe] | None = None, *, collect: bool = False) -> None:
         self.known = dict(known or {})
@@ -117,7 +180,9 @@ class ClipProbes:
         if stamp[0] < 0:
             return ClipProbe(-1, 0, error="file not found")
         probe = self.known.get(location)
-        if probe is None or (probe.size, probe.mtime_ns) != stamp:
+        if probe is None or (probe.size, probe.mtime_ns) != stamp or not probe.sample_digest:
+            return None
+        if sample_digest(location, stamp[0]) != probe.sample_digest:  # rewritten in place, its size and time kept
             return None
         return probe if probe.serves(full, limit_s) else None
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from utils.audio.checks import SILENCE_DBFS, AudioInfo, constant_signal, level_around_mean
 from utils.audio.io import AudioError, peak_normalise, read_mono, resample, write_wav
 from utils.audio.levels import frame_powers, snr_estimate
 from utils.audio.loudness import LevelChange, even_loudness
@@ -91,6 +92,18 @@ def _processed(wav: np.ndarray, rate: int, settings: ConvertSettings) -> tuple[n
     return out, done
 
 
+def _no_sound(wav: np.ndarray, rate: int) -> str:
+    """Why a clip holds no sound (silent, or a constant signal: a DC offset with nothing around it), as the full
+    dataset check says it; "" when it holds some."""
+    mean, around = level_around_mean(wav)
+    if around >= SILENCE_DBFS:
+        return ""
+    rms = float(np.sqrt(np.mean(np.square(wav, dtype=np.float64)))) if wav.size else 0.0
+    level = 20 * np.log10(rms) if rms > 0 else -np.inf
+    constant = constant_signal(AudioInfo(wav.size / rate, rate, 1, level, None, "", mean, around))
+    return f"holds no sound: {constant}" if constant else "is silent"
+
+
 def convert_clip(task: ConvertTask, settings: ConvertSettings) -> Converted:
     """Convert one clip (see the module docstring)."""
     try:
@@ -99,6 +112,8 @@ def convert_clip(task: ConvertTask, settings: ConvertSettings) -> Converted:
         return Converted(error=f"cannot be read again: {exc}")
     if not task.excluded and not np.isfinite(wav).all():  # a header-only check cannot see it
         return Converted(error="samples are not numbers, NaN or infinite")
+    if not task.excluded and (silent := _no_sound(wav, rate)):  # nor this: evening its loudness would raise it
+        return Converted(error=silent)
     digest = audio_digest(wav, rate)
     if task.excluded or digest in settings.existing:
         return Converted(digest, already_there=digest in settings.existing)

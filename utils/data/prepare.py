@@ -29,6 +29,7 @@ import random
 import re
 import tempfile
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,7 @@ from utils.data.prepare_options import DEFAULTS, PrepareOptions
 from utils.data.prepared_record import RECORD_FILE, prepared_fingerprint, read_record, write_record
 from utils.data.validation import DatasetReport, check_options, validate_dataset
 from utils.files import append_jsonl, refuse_links_in, write_text_atomic
+from utils.text.visible import visible, with_visible_errors
 
 TRAIN_FILE = "metadata_train.csv"
 EVAL_FILE = "metadata_eval.csv"
@@ -171,21 +173,43 @@ def _checked_edits(
     bad = [key for key in [*exclude, *corrections] if not isinstance(key, str) or not key.strip()]
     if bad:
         raise ValueError(
-            f"exclude and corrections are keyed by a row's audio_file as written in the CSV; got {bad[:3]}."
+            "exclude and corrections are keyed by a row's audio_file as written in the CSV; got "
+            f"{', '.join(_echo(repr(key)) for key in bad[:3])}."
         )
     both = sorted(exclude & set(corrections))
     if both:
-        raise ValueError(f"{', '.join(both[:5])}: both excluded and corrected; keep one of the two.")
+        raise ValueError(
+            f"{', '.join(_echo(key) for key in both[:5])}: both excluded and corrected; keep one of the two."
+        )
     from utils.data.row_checks import TextChecker
 
     checker = TextChecker(language, validation.get("text_frontend"), validation.get("vocab_path"))
     for key, text in corrections.items():
         if not isinstance(text, str):
-            raise ValueError(f"The correction for {key} must be text; got {text!r}.")
+            raise ValueError(f"The correction for {_echo(key)} must be text; got {_echo(repr(text))}.")
+        controls = sorted({char for char in coqui_field(text) if unicodedata.category(char) == "Cc"})
+        if controls:
+            raise ValueError(
+                f"The correction for {_echo(key)} holds control characters ({' '.join(map(visible, controls[:12]))}), "
+                "which are not words anyone says: remove them."
+            )
         errors = [reason for severity, reason in checker.check(coqui_field(text)) if severity == "error"]
         if errors:
-            raise ValueError(f"The correction for {key} cannot be used: {errors[0]}")
+            raise ValueError(f"The correction for {_echo(key)} cannot be used: {visible(errors[0])}")
     return Edits(exclude, {key: coqui_field(text) for key, text in corrections.items()})
+
+
+ECHO_CHARS = 80  # the most of a value from the caller that a message repeats
+
+
+def _echo(value: str) -> str:
+    """A value from the caller as a message repeats it: invisible and control characters written as [U+XXXX]
+    (a NUL, a bell or an escape sequence would act in a terminal or a log), at most ECHO_CHARS of it, its length said
+    when cut (a script may send a megabyte)."""
+    text = str(value)
+    if len(text) > ECHO_CHARS:
+        text = f"{text[:ECHO_CHARS]}... ({len(text):,} characters)"
+    return visible(text)
 
 
 def _check_edit_rows(
@@ -196,7 +220,7 @@ def _check_edit_rows(
     unknown = sorted((edits.exclude | set(edits.corrections)) - named)
     if unknown:
         raise ValueError(
-            f"No row of the dataset has the audio_file {', '.join(map(repr, unknown[:5]))}: give "
+            f"No row of the dataset has the audio_file {', '.join(_echo(repr(name)) for name in unknown[:5])}: give "
             "audio_file as written in the CSV (the dataset check lists them)."
         )
     for split in ("train", "eval"):
@@ -225,6 +249,7 @@ def _edit_notes(out: Path, edits: Edits) -> list[str]:
     return notes
 
 
+@with_visible_errors
 def prepare_dataset(
     train_csv: str | os.PathLike,
     out_dir: str | os.PathLike,

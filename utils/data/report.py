@@ -66,7 +66,8 @@ class UsableRows:
 @dataclass
 class DatasetReport:
     """What `validate_dataset` found. `problems` holds at most MAX_LISTED_PROBLEMS rows;
-    `problem_counts` counts every problem by reason, `drop_counts` those that drop a row."""
+    `problem_counts` counts every problem by the kind of its reason (utils.data.reasons: "Clip is 0.21–0.93 s,
+    shorter than 1 s"), `drop_counts` those that drop a row."""
 
     rows_read: int
     rows_usable: int
@@ -122,12 +123,10 @@ class DatasetReport:
         )
         dropped = self.rows_read - self.rows_usable
         if dropped:
-            top = ", ".join(f"{n} × {reason}" for reason, n in Counter(self.drop_counts).most_common(3))
-            lines.append(f"{dropped} rows will not be used: {top}.")
+            lines.append(f"{dropped} rows will not be used: {_top(Counter(self.drop_counts))}.")
         warnings = Counter(self.problem_counts) - Counter(self.drop_counts)
         if warnings:
-            top = ", ".join(f"{n} × {reason}" for reason, n in warnings.most_common(3))
-            lines.append(f"Warnings (the rows are used): {top}.")
+            lines.append(f"Warnings (the rows are used): {_top(warnings)}.")
         lines += self.notes
         lines += [f"WARNING: {p.reason}" for p in dataset_level if p.severity != "error"]
         return "\n".join(lines)
@@ -200,6 +199,15 @@ class DatasetReport:
                     continue
                 in_eval = (not is_train_file) or _contains(picks, row.line)
                 yield ("eval" if in_eval else "train"), row, float(durations[at])
+
+
+def _top(counts: Counter, shown: int = 3) -> str:
+    """The most common kinds of reason, each whole ("2 × Clip is 0.36–0.54 s, shorter than 1 s"), and how many
+    rows the others hold; "; " between them, as a reason may hold a comma."""
+    top = counts.most_common(shown)
+    text = "; ".join(f"{n} × {reason}" for reason, n in top)
+    rest = sum(counts.values()) - sum(n for _, n in top)
+    return text + (f"; {rest} × other reasons (see the rows)" if rest else "")
 
 
 def _contains(sorted_values: np.ndarray, value: int) -> bool:

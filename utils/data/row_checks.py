@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from utils.audio.checks import SILENCE_DBFS, AudioInfo, probe_audio
+from utils.audio.checks import SILENCE_DBFS, AudioInfo, constant_signal, probe_audio
 from utils.audio.io import AudioError
 from utils.constants import MAX_TEXT_TOKENS, MIN_CLIP_SECONDS, XTTS_SAMPLE_RATE
 from utils.data.csv_reader import CsvRow, is_windows_drive_path
@@ -173,6 +173,8 @@ def check_row_audio(
     if info.rms_dbfs is not None and info.rms_dbfs < SILENCE_DBFS:
         level = "digital silence" if math.isinf(info.rms_dbfs) else f"{info.rms_dbfs:.0f} dBFS"
         found.append(("error", f"Clip is silent ({level})."))
+    if no_sound := constant_signal(info):
+        found.append(("error", f"Clip holds no sound (a constant signal): {no_sound}. Nothing in it is speech."))
     if 0 < info.sample_rate < 16000:
         found.append(
             (

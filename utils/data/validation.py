@@ -16,7 +16,6 @@ import dataclasses
 import math
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from utils.data.csv_text import bounded_lines, raw_lines
 from utils.data.duplicates import drop_duplicate_audio, path_hash
 from utils.data.pool import ClipPool
 from utils.data.progress import CountedProgress
+from utils.data.reasons import ReasonCounts
 from utils.data.report import HISTOGRAM_EDGES, CheckStats, DatasetReport, UsableRows
 from utils.data.row_checks import TextChecker, check_row_audio, check_row_text, probe_limit
 from utils.text.languages import canonical_language, is_known_language, is_valid_language_code
@@ -128,21 +128,18 @@ def _count_rows(layouts: dict[Path, CsvLayout], index_dir: str | os.PathLike | N
 
 @dataclass
 class _ProblemLog:
-    """Row problems counted by reason, the first MAX_LISTED_PROBLEMS kept whole; problems about a whole
-    file or the dataset (line 0 or file_level) are always kept and not counted as rows."""
+    """Row problems counted by the kind of their reason (utils.data.reasons), the first MAX_LISTED_PROBLEMS kept
+    whole; problems about a whole file or the dataset (line 0 or file_level) are always kept and not counted as
+    rows."""
 
     problems: list[Problem] = field(default_factory=list)
-    counts: Counter = field(default_factory=Counter)
-    drop_counts: Counter = field(default_factory=Counter)  # the reasons rows are not used
+    reasons: ReasonCounts = field(default_factory=ReasonCounts)
 
     def add(self, problem: Problem, *, drops_row: bool = False) -> None:
         if problem.file_level or problem.line == 0:
             self.problems.append(problem)
             return
-        key = _reason_key(problem.reason)
-        self.counts[key] += 1
-        if drops_row or problem.severity == "error":
-            self.drop_counts[key] += 1
+        self.reasons.add(problem, drops_row=drops_row or problem.severity == "error")
         if len(self.problems) < MAX_LISTED_PROBLEMS:
             self.problems.append(problem)
 
@@ -286,6 +283,7 @@ def _build_report(
             )
     file_order = {str(p): i for i, p in enumerate(paths)}
     run.log.problems.sort(key=lambda p: (file_order.get(p.csv_file, -1), p.line))
+    problem_counts, drop_counts = run.log.reasons.labels()
     return DatasetReport(
         rows_read=run.rows_read,
         rows_usable=sum(histogram),
@@ -294,14 +292,14 @@ def _build_report(
         histogram={"edges_s": list(HISTOGRAM_EDGES), "counts": histogram},
         language=language,
         notes=notes,
-        problem_counts=dict(run.log.counts),
+        problem_counts=problem_counts,
         audio_check=audio_check,
         max_audio_length=max_audio_length,
         _train=[train] if train is not None else [],
         _eval=[usable[str(p)] for p in paths[1:] if str(p) in usable],
         _eval_picks=eval_picks,
         layouts={str(p): layout for p, layout in layouts.items()},
-        drop_counts=dict(run.log.drop_counts),
+        drop_counts=drop_counts,
     )
 
 
@@ -416,21 +414,3 @@ def _check_files(
         deaths=list(stats.deaths),
     )
     return report
-
-
-def _reason_key(reason: str) -> str:
-    """Group similar reasons for the summary ("Clip is 0.42 s, shorter..." -> "Clip is s, shorter..."):
-    the words before the first colon, without numbers or paths, at most six."""
-    words = [
-        w
-        for w in reason.split(":")[0].split()
-        if w in _KEY_WORDS or (not any(ch.isdigit() for ch in w) and "/" not in w)
-    ]
-    words = words[:6]
-    while words and words[-1].lower() in _DANGLING:  # "Audio not found at <path>" -> "Audio not found"
-        words.pop()
-    return " ".join(words).rstrip(".,:")
-
-
-_KEY_WORDS = ("UTF-8", "Windows-1252")
-_DANGLING = ("at", "in", "from", "of", "to", "for", "under")

@@ -24,9 +24,11 @@ clip under it and marks it to be excluded.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from utils.audio.io import resample
 from utils.constants import MAX_AUDIO_LENGTH
@@ -41,6 +43,9 @@ from utils.quality.intelligibility import cer
 from utils.quality.naturalness_flags import flag_naturalness
 from utils.quality.transcript_check import DEFAULT_THRESHOLD
 from utils.text.languages import whisper_language
+
+if TYPE_CHECKING:
+    from utils.data.report import DatasetReport
 
 Progress = Callable[[int, int, str], None]
 
@@ -79,6 +84,8 @@ class DatasetCheck:
     naturalness_median: float | None = None
     suggestion: str = ""  # clips far below the rest on naturalness, and the threshold that excludes them
     work: PoolStats = field(default_factory=PoolStats)  # the worker processes that decoded and measured
+    # check_dataset: the validation whose usable rows were checked (with the run's options: the verdict Start gives)
+    report: DatasetReport | None = None
 
     def summary(self) -> str:
         lines = [
@@ -139,6 +146,37 @@ def _row_check(row: CsvRow, clip: ClipCheck, transcripts: _Transcripts, language
     return record
 
 
+MAX_WORKERS = 512  # as Prepare's `workers` option
+
+
+def _number(name: str, value: object, low: float, high: float | None, meaning: str, *, whole: bool = False) -> None:
+    """A ValueError naming the argument, its value and the range it takes, unless `value` is a number in it."""
+    kind = "a whole number" if whole else "a number"
+    span = f"from {low:g} to {high:g}" if high is not None else f"of {low:g} or more"
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float) if not whole else int)
+        and math.isfinite(value)
+        and low <= value <= (high if high is not None else math.inf)
+    )
+    if not ok:
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else f"{shown[:60]}... ({len(shown):,} characters)"
+        raise ValueError(f"{name} must be {kind} {span} ({meaning}); got {shown}.")
+
+
+def check_settings(threshold: object, min_naturalness: object, workers: object) -> None:
+    """The check's numeric settings, refused by name before anything is read (a string from a script, NaN, out of
+    range): the message says the argument, its value and the range it takes."""
+    _number("threshold", threshold, 0.0, None, "a CER: 0 = identical, 1 = all wrong")
+    if min_naturalness is not None:
+        _number(
+            "min_naturalness", min_naturalness, 1.0, 5.0, "a predicted MOS, 1 bad .. 5 excellent; None: no threshold"
+        )
+    if workers is not None:
+        _number("workers", workers, 0, MAX_WORKERS, "worker processes; 0 or None: every core", whole=True)
+
+
 def check_rows(
     rows: Iterable[CsvRow],
     *,
@@ -157,10 +195,7 @@ def check_rows(
     `no_transcriber_reason` says why `transcriber` is None (e.g. from asr.transcriber_or_reason).
     Clips are decoded, measured and scored (`naturalness`: DistillMOS) by `workers` processes (None: every core)
     while this process transcribes; `min_naturalness` flags the clips under it and suggests excluding them."""
-    if threshold < 0:
-        raise ValueError(f"threshold is a CER (0 = identical, 1 = all wrong); got {threshold}.")
-    if min_naturalness is not None and not 1.0 <= min_naturalness <= 5.0:
-        raise ValueError(f"min_naturalness is a predicted MOS from 1 to 5; got {min_naturalness}.")
+    check_settings(threshold, min_naturalness, workers)
     if total is None and hasattr(rows, "__len__"):
         total = len(rows)  # type: ignore[arg-type]
     transcripts = _Transcripts(transcriber, language, no_transcriber_reason)
@@ -203,12 +238,18 @@ def check_dataset(
     cache_dir: str | os.PathLike | None = None,
     workers: int | None = None,
     should_stop: Callable[[], bool] | None = None,
+    text_frontend: Any = None,
+    vocab_path: str | os.PathLike | None = None,
 ) -> DatasetCheck:
     """Validate the dataset (read-only), then check its usable rows, train and eval (see the module docstring).
     `audio_roots`: folders the audio must lie in (the web app's confinement), as `validate_dataset` takes it;
-    `cache_dir`: validate_dataset's check cache (an unchanged dataset is not validated again)."""
+    `cache_dir`: validate_dataset's check cache (an unchanged dataset is not validated again);
+    `text_frontend`, `vocab_path`: how the run will see the text, as Validate, Prepare and train_gpt check it
+    (utils.training.inputs.text_checks.text_check_options): with them the check's verdict (which rows are usable)
+    is the run's, and it shares their cache entry. The validation is `DatasetCheck.report`."""
     from utils.data.validation import validate_dataset
 
+    check_settings(threshold, min_naturalness, workers)
     report = validate_dataset(
         train_csv,
         eval_csv,
@@ -216,11 +257,13 @@ def check_dataset(
         max_audio_length,
         audio_roots=audio_roots,
         cache_dir=cache_dir,
-        workers=workers,
+        workers=workers or None,
         should_stop=should_stop,
+        text_frontend=text_frontend,
+        vocab_path=vocab_path,
     )
     rows = (row for _, row, _ in report.iter_usable_splits())
-    return check_rows(
+    check = check_rows(
         rows,
         language=report.language,
         transcriber=transcriber,
@@ -230,6 +273,8 @@ def check_dataset(
         no_transcriber_reason=no_transcriber_reason,
         naturalness=naturalness,
         min_naturalness=min_naturalness,
-        workers=workers,
+        workers=workers or None,
         should_stop=should_stop,
     )
+    check.report = report
+    return check
