@@ -11,7 +11,7 @@ import gradio as gr
 from utils.model.inference import find_ready_dir
 from utils.model.ready import zip_ready
 from utils.training.recording.run_record import RUN_FILE
-from webui import finish_export_view
+from webui import finish_export_view, form
 from webui.context import UIContext
 from webui.shown import page_error, shown
 
@@ -30,6 +30,10 @@ def export_handler(ctx: UIContext, run: str, delete_checkpoints: bool) -> tuple[
     """Zip the run's ready/ folder; returns (zip path, message)."""
     if not run:
         raise gr.Error("Pick a run to export.")
+    try:  # strictly: a script's "false" is a string, and every non-empty string is truthy
+        delete_checkpoints = form.checked_flag("delete_checkpoints", delete_checkpoints)
+    except ValueError as exc:
+        raise page_error(exc) from exc
     try:
         ready = find_ready_dir(ctx.roots.run_folder(run, "run"))
     except ValueError as exc:

@@ -10,7 +10,8 @@ from typing import Any
 
 import gradio as gr
 
-from utils.training.checkpointing.finish_export import finishable, finishable_runs
+from utils.text.visible import clipped
+from utils.training.checkpointing.finish_export import finishable_runs, why_not_finishable
 from utils.training.recording.run_record import list_runs, load_run
 from webui import form
 from webui.context import GPU_QUEUE, UIContext
@@ -31,11 +32,9 @@ def finish_export_handler(ctx: UIContext, run: str) -> str:
         run_dir = ctx.roots.run_folder(run, "run")
     except ValueError as exc:
         raise page_error(exc) from exc
-    if not finishable(run_dir):
-        raise page_error(
-            f"{run_dir.name} has no export left to finish: its ready/ is complete, or it has steps left to train "
-            "(resume it on the Fine-tune tab), or it is running."
-        )
+    why = why_not_finishable(run_dir)
+    if why:
+        raise page_error(f"{clipped(run_dir.name)} has no export left to finish: {why}.")
     values = form.form_values({**(load_run(run_dir).arguments or {}), "resume_from": str(run_dir)})
     start_run(ctx, values)
     return (

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from utils.data.transcription import looks_like_path
+from utils.text.visible import clipped
 
 
 class PathRefused(ValueError):
@@ -55,7 +56,7 @@ class AppRoots:
         if not any(inside(resolved, root) for root in roots):
             allowed = ", ".join(str(r) for r in roots)
             raise PathRefused(
-                f"{what}: {text} is outside the folders this app may use ({allowed}). Upload the "
+                f"{what}: {clipped(text)} is outside the folders this app may use ({allowed}). Upload the "
                 "data as a zip, or start the app with --data-dir FOLDER to allow a folder of yours."
             )
         return resolved

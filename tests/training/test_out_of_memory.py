@@ -210,6 +210,21 @@ def test_out_of_memory_at_one_clip_stops_with_a_checkpoint_and_what_fits(tiny_ba
 
 
 @pytest.mark.slow
+def test_out_of_memory_at_one_clip_on_the_first_step_says_so_and_promises_no_checkpoint(tiny_base, tmp_path):
+    csv_path = write_dataset(tmp_path / "data", n=6)
+    with InjectedOutOfMemory(fits=0), pytest.raises(RuntimeError) as stopped:  # not even one clip fits
+        train_gpt(train_csv=str(csv_path), output_path=str(tmp_path / "out"), num_epochs=1, batch_size=2, **FAST)
+    said = str(stopped.value)
+    assert "before its first step (Out of memory at step 1 with one clip per micro-batch" in said, said
+    (run_dir,) = (tmp_path / "out").glob("en-tiny-*")
+    record = run_json(run_dir)
+    assert "Out of memory" in record["message"] and not list(run_dir.glob("*.pth"))
+    event = record["out_of_memory"][-1]
+    assert event["stopped"] and "the run stopped, nothing trained" in event["message"]
+    assert "with a checkpoint" not in event["message"] and "ready/model.pth" not in event["message"]
+
+
+@pytest.mark.slow
 def test_an_eval_batch_whose_formatting_runs_out_of_memory_is_formatted_in_halves(tiny_base, tmp_path):
     """coqui formats the eval loader's whole batch (mel spectrograms, DVAE codes) before its step; an error there
     stopped the run. The hook refuses more than 2 clips to the mel spectrograms (of the conditioning and of the DVAE

@@ -94,3 +94,13 @@ def test_the_worker_records_a_refused_spec_and_exits_2(tmp_path):
     assert result["type"] == "error" and "train_csv not found" in result["error"]
     assert "Traceback" in result["traceback"] and b"train_csv not found" in done.stderr
     assert not (run_dir / "run.json").exists(), "refused before the run began"
+
+
+def test_a_result_file_that_is_a_folder_is_refused_in_one_line_before_the_run(tmp_path):
+    run_dir = tmp_path / "run"
+    (run_dir / "result.json").mkdir(parents=True)
+    (run_dir / "spec.json").write_text(json.dumps({"version": 1, "arguments": {}, "run_dir": str(run_dir)}))
+    done = run_watched([sys.executable, "-m", "utils.training.process.worker", str(run_dir)], cwd=ROOT)
+    assert done.returncode == 2 and b"Traceback" not in done.stderr, done.stderr[-2000:]
+    assert b"result.json is not a file" in done.stderr and b"move it away" in done.stderr
+    assert not (run_dir / "run.json").exists() and (run_dir / "result.json").is_dir()

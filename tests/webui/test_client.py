@@ -138,9 +138,23 @@ def test_dataset_train_stop_status_memory_synthesize_export(app):
     data, rate = sf.read(audio)
     assert rate == 24000 and len(data) > 0
 
+    kept = sorted(p.name for p in first_run.glob("*.pth"))
+    with pytest.raises(Exception, match="delete_checkpoints must be True or False; got 'false'"):
+        client.predict(str(first_run), "false", api_name="/export_model")  # as a script may send it: not a yes
+    assert kept and sorted(p.name for p in first_run.glob("*.pth")) == kept, "the run can still be resumed"
     archive, message = client.predict(str(first_run), False, api_name="/export_model")
     with zipfile.ZipFile(archive) as zipped:
         names = {Path(n).name for n in zipped.namelist()}
     assert {"model.pth", "config.json", "vocab.json", "reference.wav", "finetune.json"} <= names
     assert "Exported" in message
+    # Every answer about a run says first whether there is one; a long name is not echoed whole.
+    for name, why in [
+        ("12345", "12345 has no export left to finish: there is no such run"),
+        (first_run.name, "its ready/ is complete"),
+    ]:
+        with pytest.raises(Exception, match=why):
+            client.predict(name, api_name="/finish_export")
+    with pytest.raises(Exception) as refused:
+        client.predict("x" * 1_000_000, api_name="/finish_export")
+    assert "1,000,000 characters" in str(refused.value) and len(str(refused.value)) < 2000
     assert csv_path.read_bytes() == before

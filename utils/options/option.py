@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from utils.text.visible import clipped
+
 
 @dataclass(frozen=True)
 class Option:
@@ -27,7 +29,7 @@ def checked_value(name: str, value: Any, default: Any, spec: Option) -> Any:
     """The value as its field's type (an integral float is an int), or a ValueError saying what is wrong."""
     if isinstance(default, bool):
         if not isinstance(value, bool):
-            raise ValueError(f"{name} must be True or False; got {value!r}.")
+            raise ValueError(f"{name} must be True or False; got {said(value)}.")
         return value
     if isinstance(value, str) and value.strip().lower() in spec.special:
         return value.strip().lower()
@@ -39,7 +41,7 @@ def checked_value(name: str, value: Any, default: Any, spec: Option) -> Any:
         return _bounded(name, _number(name, value), spec)
     if isinstance(default, tuple):
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-            raise ValueError(f"{name} must be a list of numbers; got {value!r}.")
+            raise ValueError(f"{name} must be a list of numbers; got {said(value)}.")
         items = tuple(_number(name, v) for v in value)
         if any(not spec.minimum < v < spec.maximum for v in items):
             raise ValueError(f"{name} are fractions of the run between 0 and 1; got {list(items)}.")
@@ -49,9 +51,9 @@ def checked_value(name: str, value: Any, default: Any, spec: Option) -> Any:
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str):
-        raise ValueError(f"{name} must be text; got {value!r}.")
+        raise ValueError(f"{name} must be text; got {said(value)}.")
     if spec.choices is not None and value not in spec.choices:
-        raise ValueError(f"{name} must be one of {', '.join(spec.choices)}; got {value!r}.")
+        raise ValueError(f"{name} must be one of {', '.join(spec.choices)}; got {said(value)}.")
     return value
 
 
@@ -59,12 +61,12 @@ def _parsed_number(name: str, text: str, spec: Option) -> float:
     try:
         return float(text.strip())
     except ValueError:
-        raise ValueError(f"{name} must be a whole number or {' / '.join(spec.special)}; got {text!r}.") from None
+        raise ValueError(f"{name} must be a whole number or {' / '.join(spec.special)}; got {said(text)}.") from None
 
 
 def _number(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a number; got {value!r}.")
+        raise ValueError(f"{name} must be a number; got {said(value)}.")
     return float(value)
 
 
@@ -72,7 +74,7 @@ def _whole(name: str, value: Any) -> int:
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be a whole number; got {value!r}.")
+        raise ValueError(f"{name} must be a whole number; got {said(value)}.")
     return value
 
 
@@ -89,3 +91,8 @@ def _bounded(name: str, value: Any, spec: Option) -> Any:
     if high is not None and value > high:
         raise ValueError(f"{name} must be at most {high:g}; got {shown}.")
     return value
+
+
+def said(value: Any) -> str:
+    """A value as an error message echoes it: its repr, cut when long."""
+    return clipped(repr(value), 80)

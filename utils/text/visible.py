@@ -30,6 +30,13 @@ def visible_char(char: str, keep: tuple[str, ...] = KEPT) -> str:
     return char
 
 
+def clipped(text: Any, limit: int = 120) -> str:
+    """`text` as a message may echo it: at most `limit` characters, a longer one cut with its length said (a name
+    or value sent by a script can be a million characters)."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def visible(text: Any, keep: tuple[str, ...] = KEPT) -> str:
     """`text` with every invisible or layout-changing character written as [U+XXXX]; `keep` stays as it is."""
     text = str(text)

@@ -48,10 +48,13 @@ class RunEnding:
         best = self.run_dir / "best_model.pth"
         checkpoint = best if best.is_file() else newest_checkpoint(self.run_dir)
         if checkpoint is None:
+            why = f" ({trainer.stop_reason})" if trainer.stop_reason else ""  # the run's own reason: out of memory
             self._set_status(
-                status, finished=now_iso(), steps_done=0, message="Stopped before the first step: nothing saved."
+                status, finished=now_iso(), steps_done=0, message=f"Stopped before the first step{why}: nothing saved."
             )
-            raise RuntimeError(f"The run {status.value} before its first step; nothing was saved in {self.run_dir}.")
+            raise RuntimeError(
+                f"The run {status.value} before its first step{why}; nothing was saved in {self.run_dir}."
+            )
         exporting = self.phase_times.clock()
         chosen = self._chosen(checkpoint)
         verdict = run_verdict(self.run_dir, chosen.get("checkpoint_step"))

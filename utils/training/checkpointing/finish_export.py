@@ -15,7 +15,7 @@ from typing import Any
 
 from utils.model.ready import FINETUNE_FILE, READY_DIR, REFERENCE_WAV
 from utils.training.recording.checkpoint_files import checkpoints
-from utils.training.recording.run_record import RunStatus, load_run
+from utils.training.recording.run_record import RUN_FILE, RunStatus, load_run
 
 # What every ready/ holds (speakers_xtts.pth only where the base model has one).
 READY_FILES = ("model.pth", "config.json", "vocab.json", REFERENCE_WAV, FINETUNE_FILE)
@@ -35,11 +35,30 @@ def export_pending(run_dir: str | os.PathLike, steps_done: int | None, total_ste
 def finishable(run_dir: str | os.PathLike) -> bool:
     """A run of which only the export is left, by its own record: not active, its newest checkpoint at (or past)
     the steps it planned, and ready/ incomplete (what the page offers to finish)."""
-    record = load_run(run_dir)
-    found = checkpoints(Path(run_dir))
-    if RunStatus.parse(record.status).active or not found or not record.total_steps:
-        return False
-    return export_pending(run_dir, found[-1][0], int(record.total_steps))
+    return why_not_finishable(run_dir) is None
+
+
+def why_not_finishable(run_dir: str | os.PathLike) -> str | None:
+    """Why `run_dir` has no export to finish, the first thing that is true of it (whether it exists at all first);
+    None when it has one."""
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        return "there is no such run"
+    if not (folder / RUN_FILE).is_file():
+        return f"it is not a run (no {RUN_FILE})"
+    record = load_run(folder)
+    if RunStatus.parse(record.status).active:
+        return "it is running"
+    found = checkpoints(folder)
+    if not found or not record.total_steps:
+        return "it has no checkpoint to export from"
+    if ready_complete(folder):
+        return "its ready/ is complete: export it above"
+    if not export_pending(folder, found[-1][0], int(record.total_steps)):
+        return (
+            f"it has steps left to train ({found[-1][0]} of {int(record.total_steps)}): resume it on the Fine-tune tab"
+        )
+    return None
 
 
 def finishable_runs(runs: list[Path]) -> list[Path]:

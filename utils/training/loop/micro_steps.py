@@ -43,7 +43,7 @@ class OutOfMemoryRecovery:
         # Clips per forward/backward of a step, halved after an out-of-memory error (not in a multi-process run).
         self.micro_batching = MicroBatching(self.config.batch_size, self.grad_accum_steps, recovers=not distributed)
         self.on_out_of_memory: Callable[[dict[str, Any]], None] | None = None  # the run records each event
-        self.what_would_fit: Callable[[], str] | None = None  # the run's Fit my GPU answer, for a stop at one clip
+        self.what_would_fit: Callable[..., str] | None = None  # the run's Fit my GPU answer, for a stop at one clip
         self._in_train_step = False
         self._in_eval_epoch = False
 
@@ -108,11 +108,11 @@ class OutOfMemoryRecovery:
             torch.cuda.empty_cache()
         event = self.micro_batching.halve(step)
         if event is None:
-            fits = self.what_would_fit() if self.what_would_fit is not None else ""
-            message = (
-                f"Out of memory at step {step} with one clip per micro-batch ({error}): the run stopped with a "
-                f"checkpoint. {fits}".strip()
-            )
+            trained = bool(self.total_steps_done)
+            fits = self.what_would_fit(trained=trained) if self.what_would_fit is not None else ""
+            # Before any step there is nothing trained to save: the message must not promise a checkpoint.
+            kept = "the run stopped with a checkpoint" if trained else "the run stopped, nothing trained"
+            message = f"Out of memory at step {step} with one clip per micro-batch ({error}): {kept}. {fits}".strip()
             event = {"step": step, "batch_before": 1, "stopped": True, "message": message}
         event["error"] = error
         log.warning(event["message"])

@@ -177,7 +177,7 @@ class OutOfMemoryLog:
         if micro_batch:
             trainer.micro_batching.micro = min(micro_batch, trainer.micro_batching.micro)
         trainer.on_out_of_memory = self
-        trainer.what_would_fit = lambda: what_would_fit(self.arguments.to_dict())
+        trainer.what_would_fit = lambda trained=True: what_would_fit(self.arguments.to_dict(), trained)
 
     def __call__(self, event: dict[str, Any]) -> None:
         from utils.training.recording.run_record import RunStatus, load_run, update_run
@@ -207,8 +207,9 @@ def device_memory_for_plans() -> tuple[int, str]:
     return int(ram), "the RAM available to a CPU run"
 
 
-def what_would_fit(arguments: dict[str, Any]) -> str:
-    """The memory planner's Fit my GPU answer for a run's arguments on this machine's memory, in one sentence."""
+def what_would_fit(arguments: dict[str, Any], trained: bool = True) -> str:
+    """The memory planner's Fit my GPU answer for a run's arguments on this machine's memory, in one sentence
+    (`trained`: the stopped run trained some steps, whose weights a new run can start from)."""
     from utils.memory_plan.fit_gpu import fit_my_gpu
 
     free, source = device_memory_for_plans()
@@ -221,6 +222,6 @@ def what_would_fit(arguments: dict[str, Any]) -> str:
     shown = ", ".join(f"{k}={v!r}" for k, v in fit.keywords.items())
     return (
         f"Fit my GPU for {fit.free_gib:.2f} GiB ({source}): {fit.name}, {shown} (planned peak "
-        f"{fit.peak_gib:.2f} GiB). Start a new run with these settings; custom_model= the stopped run's ready/"
-        "model.pth keeps what it learnt."
+        f"{fit.peak_gib:.2f} GiB). Start a new run with these settings"
+        + ("; custom_model= the stopped run's ready/model.pth keeps what it learnt." if trained else ".")
     )

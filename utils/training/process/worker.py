@@ -134,6 +134,14 @@ def run_main(run_dir: Path) -> int:
     from utils.files import write_json_atomic
     from utils.training.recording.spec import MEMORY_FILE, RESULT_FILE, read_spec
 
+    result_file = run_dir / RESULT_FILE
+    if result_file.exists() and not result_file.is_file():  # refused before a run no one could hear the end of
+        print(
+            f"{result_file} is not a file, so this run's result could not be recorded: move it away and start again.",
+            file=sys.stderr,
+            flush=True,
+        )
+        return REFUSED_EXIT
     with MemoryRecorder(run_dir / MEMORY_FILE) as memory:
         try:
             spec = read_spec(run_dir)
@@ -146,7 +154,11 @@ def run_main(run_dir: Path) -> int:
             outcome = {"type": "error", "error": f"{type(exc).__name__}: {exc}", "traceback": text}
             code = REFUSED_EXIT if isinstance(exc, ValueError) else FAILED_EXIT
     if run_dir.is_dir():
-        write_json_atomic(run_dir / RESULT_FILE, outcome)
+        try:
+            write_json_atomic(result_file, outcome)
+        except OSError as exc:  # the run's own record (run.json) still says how it ended
+            print(f"Could not record the result in {result_file}: {exc}", file=sys.stderr, flush=True)
+            return code or FAILED_EXIT
     return code
 
 
