@@ -41,3 +41,26 @@ def tiny_base():
 @pytest.fixture
 def dataset_csv(tmp_path: Path) -> Path:
     return write_dataset(tmp_path / "data")
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory, tiny_base) -> Path:
+    """A finished tiny run (English, one epoch, no scored evaluation) with its ready/ folder, trained once per session
+    for the tests that only use a voice. Read it; copy it (shutil.copytree) before changing anything in it."""
+    from utils.gpt_train import train_gpt
+
+    root = tmp_path_factory.mktemp("finished-run")
+    result = train_gpt(
+        version="tiny",
+        language="en",
+        train_csv=str(write_dataset(root / "data", n=8)),
+        output_path=str(root / "out"),
+        num_epochs=1,
+        batch_size=4,
+        grad_acumm=1,
+        enable_mixed_precision=False,
+        num_workers=0,
+        quality_eval=0,
+        inference_search=0,
+    )
+    return Path(result.run_dir)
