@@ -75,3 +75,17 @@ def test_prepare_from_the_shell_with_its_declared_options(capsys, tmp_path):
     )
     assert_one_line_error(code, lines, "loudness_target is 5.0; it must be from -40 to -10")
     assert not (tmp_path / "x").exists(), "a bad option is refused before anything is written"
+
+
+def test_export_from_the_shell_writes_the_profile_and_refuses_a_bad_name_in_one_line(capsys, tmp_path, finished_run):
+    import zipfile
+
+    code = cli.main(["export", str(finished_run), "--profile", "ebook2audiobook", "--dest", str(tmp_path)])
+    assert code == 0, capsys.readouterr().err
+    (archive,) = tmp_path.glob("*.zip")
+    with zipfile.ZipFile(archive) as flat:
+        assert {"config.json", "model.pth", "vocab.json", "ref.wav"} <= set(flat.namelist())  # flat, ref.wav
+    code, lines = run_cli(capsys, "export", str(finished_run), "--name", "../escape", "--dest", str(tmp_path))
+    assert_one_line_error(code, lines, "../escape")
+    code, lines = run_cli(capsys, "export", str(finished_run), "--profile", "nope", "--dest", str(tmp_path))
+    assert_one_line_error(code, lines, "nope")

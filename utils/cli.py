@@ -123,6 +123,26 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dataset_options(prepare, declared)
     prepare.add_argument("--out-dir", required=True, help="Folder to prepare into (an earlier one: add to it).")
     _add_prepare_options(prepare)
+    export = commands.add_parser(
+        "export",
+        help="Export a run's voice in the layout an app reads: coqui (default), alltalk, xtts-api-server, "
+        "openedai-speech, ebook2audiobook, auralis or all.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    export.add_argument("run", help="A run folder, its ready/ folder, or a model.pth in it.")
+    export.add_argument(
+        "--profile",
+        default="coqui",
+        help="coqui, alltalk, xtts-api-server, openedai-speech, ebook2audiobook, auralis or all (docs/export.md).",
+    )
+    export.add_argument("--name", default=None, help="The voice's name in the app (default: the run's name).")
+    export.add_argument("--dest", default=None, help="Folder to write into (default: <runs folder>/exports/<profile>).")
+    export.add_argument(
+        "--zip",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="A zip, or a folder (default: the profile's; ebook2audiobook's is a zip).",
+    )
     return parser
 
 
@@ -184,10 +204,18 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from utils.model.export_profiles import export_voice
+
+    print(export_voice(args.run, args.profile, args.dest, args.name, archive=args.zip).summary())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"validate": _validate, "prepare": _prepare, "train": _train}[args.command](args)
+        commands = {"validate": _validate, "prepare": _prepare, "train": _train, "export": _export}
+        return commands[args.command](args)
     except Exception as exc:  # every error, a missing model or file, a bad value: one line
         if args.traceback:
             raise
