@@ -78,26 +78,51 @@ def _raise_keyboard_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _login(args: argparse.Namespace) -> dict:
+def _login(args: argparse.Namespace, guard=None) -> dict:
     """launch()'s login keywords: the one user and password, failed logins slowed down and then refused for a while
     per client address (webui.login_guard), the address recorded and the login page's notice filled by a
-    middleware (webui.login_address); none without --auth."""
+    middleware (webui.login_address); none without --auth. `guard`: the LoginGuard to use (else a new one)."""
     if not args.auth:
         return {"auth": None}
     from starlette.middleware import Middleware
 
     from webui.login_address import LOGIN_NOTICE, LoginAddress
-    from webui.login_guard import LoginGuard
 
-    # The client's address is the TCP peer's: X-Forwarded-For counts only from a proxy the operator names.
-    os.environ.setdefault("FORWARDED_ALLOW_IPS", "")
-    user, password = args.auth.split(":", 1)
-    guard = LoginGuard(user, password, max_failures=args.max_failed_logins, lockout_s=args.login_lockout)
+    guard = guard or _guard(args)
     return {
         "auth": guard.auth(),
         "auth_message": LOGIN_NOTICE,
         "app_kwargs": {"middleware": [Middleware(LoginAddress, guard=guard)]},
     }
+
+
+def _guard(args: argparse.Namespace):
+    """The LoginGuard of --auth (None without it), shared by the page's login and the speech API."""
+    if not args.auth:
+        return None
+    from webui.login_guard import LoginGuard
+
+    # The client's address is the TCP peer's: X-Forwarded-For counts only from a proxy the operator names.
+    os.environ.setdefault("FORWARDED_ALLOW_IPS", "")
+    user, password = args.auth.split(":", 1)
+    return LoginGuard(user, password, max_failures=args.max_failed_logins, lockout_s=args.login_lockout)
+
+
+def _with_speech_api(login: dict, ctx, guard) -> dict:
+    """launch()'s login keywords with the OpenAI-compatible speech API (utils.serving, docs/serving.md) mounted at
+    /v1 of the app: the finished runs of the output folder, behind the same login (the page's cookie, or --auth's
+    user:password as Bearer or Basic, counted by the same LoginGuard), the GPU shared with the page (refused while a
+    run trains on it; Start waits for a request that speaks)."""
+    from starlette.middleware import Middleware
+
+    from utils.serving.server import APP_LOGIN, SpeechRoutes, build_api
+
+    api = build_api(
+        [ctx.output_dir], login=guard, how=APP_LOGIN, gpu_busy=ctx.gpu_in_use_by_training, gpu_lock=ctx.gpu_work
+    )
+    app_kwargs = login.get("app_kwargs", {})
+    middleware = [*app_kwargs.get("middleware", []), Middleware(SpeechRoutes, api=api)]
+    return {**login, "app_kwargs": {**app_kwargs, "middleware": middleware}}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -121,12 +146,13 @@ def main(argv: list[str] | None = None) -> None:
 
         warm_up()
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    guard = _guard(args)
     quiet_queue(demo.queue(default_concurrency_limit=4))
     demo.launch(
         server_name=args.host,
         server_port=args.port,
         share=args.share,
-        **_login(args),
+        **_with_speech_api(_login(args, guard), ctx, guard),
         # Only what the app hands out is served: exports and generated audio, never checkpoints or datasets.
         allowed_paths=[str(ctx.output_dir / "exports"), str(ctx.output_dir / "synthesized")],
         ssr_mode=False,

@@ -3,6 +3,8 @@
 python -m utils.cli train --train-csv data/metadata.csv --version tiny --num-epochs 2
 python -m utils.cli validate --train-csv data/metadata.csv --language en
 python -m utils.cli prepare --train-csv data/metadata.csv --out-dir data/prepared --denoise
+python -m utils.cli export output/<run> --profile alltalk --name Narrator
+python -m utils.cli serve output/ --port 8000 --api-key KEY
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from utils.constants import XTTS_SAMPLE_RATE
 from utils.options.arguments import TrainArguments, argument_defaults, option_of
+from utils.serving.options import add_serve_options  # argparse only: loads no model library
 from utils.text.visible import visible
 from utils.training.recording.records import EvalRecord, QualityRecord, metric_from_json
 
@@ -143,6 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="A zip, or a folder (default: the profile's; ebook2audiobook's is a zip).",
     )
+    serve = commands.add_parser(
+        "serve",
+        help="Serve finished runs through an OpenAI-compatible speech API (docs/serving.md).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add_serve_options(serve)
     return parser
 
 
@@ -211,10 +220,17 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from utils.serving.server import serve
+
+    serve(args)  # until Ctrl-C; a bad option or folder is a ValueError: one line, exit 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        commands = {"validate": _validate, "prepare": _prepare, "train": _train, "export": _export}
+        commands = {"validate": _validate, "prepare": _prepare, "train": _train, "export": _export, "serve": _serve}
         return commands[args.command](args)
     except Exception as exc:  # every error, a missing model or file, a bad value: one line
         if args.traceback:

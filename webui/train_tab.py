@@ -135,10 +135,11 @@ def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
         raise gr.Error("A training run is already active; stop it or wait for it to end.")
     if not (arguments.custom_model or arguments.resume_from):
         base_model_view.check_base_model(arguments.version)
-    unload_voice()  # the Test tab's model and a loaded Whisper would hold GPU memory the run needs
-    clear_transcriber_cache()
     roots = [str(root) for root in ctx.roots.audio_roots(arguments.train_csv, arguments.eval_csv)]
-    with ctx.gpu_work:  # a transcription on the GPU ends first; CPU work (checks, Prepare) goes on beside the run
+    with ctx.gpu_work:  # a transcription or a served request on the GPU ends first; CPU work goes on beside the run
+        # Inside the lock: nothing can load a model on the GPU between the unload and the run's start.
+        unload_voice()  # the Test tab's (or the speech server's) model and Whisper would hold GPU memory
+        clear_transcriber_cache()
         started, message = ctx.runner.start({**arguments.to_dict(), "audio_roots": roots})
     if not started:
         raise page_error(message)

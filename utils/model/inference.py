@@ -39,7 +39,7 @@ from utils.text.visible import clipped
 
 log = logging.getLogger(__name__)
 
-_lock = threading.Lock()  # one synthesis at a time per process: the model is shared
+synthesis_lock = threading.Lock()  # one synthesis at a time per process: the model is shared (the speech server too)
 
 
 @dataclass
@@ -422,7 +422,7 @@ def synthesize(
     for why in warnings:
         log.warning("%s", why)
     settings = {**own.values, **{k: v for k, v in given.items() if v is not None}}
-    with _lock:
+    with synthesis_lock:
         latent, speaker = conditioning_latents(model, reference)
         wav = generate_wav(
             model,
