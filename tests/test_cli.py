@@ -89,3 +89,27 @@ def test_export_from_the_shell_writes_the_profile_and_refuses_a_bad_name_in_one_
     assert_one_line_error(code, lines, "../escape")
     code, lines = run_cli(capsys, "export", str(finished_run), "--profile", "nope", "--dest", str(tmp_path))
     assert_one_line_error(code, lines, "nope")
+
+
+def test_choose_reference_from_the_shell_measures_and_records_or_refuses_in_one_line(capsys, tmp_path, finished_run):
+    import json
+    import shutil
+
+    from utils.quality.asr import bundled_whisper_dir
+
+    run = shutil.copytree(finished_run, tmp_path / finished_run.name)
+    whisper = str(bundled_whisper_dir())
+    fast = ["--sentences", "1", "--no-probes", "--max-audio-tokens", "10", "--whisper-model", whisper]
+    code = cli.main(["choose-reference", str(run), "--candidates", "1", *fast])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    lines = captured.out.splitlines()
+    assert lines[0] == "measured on demand: candidate 0 of 1 (seed 1)"
+    assert lines[3].startswith("*  0  current"), "the chosen row starred"
+    assert lines[-1] == "ready/ speaks with: reference.wav" and "[1/1]" in captured.err, "progress on stderr"
+    record = json.loads((run / "ready" / "finetune.json").read_text())["reference"]
+    assert record["measured"] is True and [c["kind"] for c in record["candidates"]] == ["current"]
+    code, lines = run_cli(capsys, "choose-reference", str(tmp_path / "nowhere"))
+    assert_one_line_error(code, lines, "nowhere", "not a run folder")
+    code, lines = run_cli(capsys, "choose-reference", str(run), "--candidates", "0")
+    assert_one_line_error(code, lines, "candidates", "at least 1")

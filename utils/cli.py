@@ -5,6 +5,8 @@ python -m utils.cli validate --train-csv data/metadata.csv --language en
 python -m utils.cli prepare --train-csv data/metadata.csv --out-dir data/prepared --denoise
 python -m utils.cli export output/<run> --profile alltalk --name Narrator
 python -m utils.cli serve output/ --port 8000 --api-key KEY
+python -m utils.cli choose-reference output/<run> --candidates 4 --sentences 3
+python -m utils.cli speak output/<run> --text-file chapter.txt --out chapter.wav --tries 3
 """
 
 from __future__ import annotations
@@ -152,7 +154,64 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_serve_options(serve)
+    _add_choose_reference(commands, declared)
+    _add_speak(commands)
     return parser
+
+
+def _add_choose_reference(commands: Any, declared: dict[str, Any]) -> None:
+    choose = commands.add_parser(
+        "choose-reference",
+        help="Choose a finished run's reference clips by measurement: candidates spoken and scored, the best into "
+        "its ready/ (docs/quality.md).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    choose.add_argument("run", help="A finished run folder.")
+    choose.add_argument(
+        "--candidates",
+        type=int,
+        default=declared["reference_search"],
+        help="Candidates tried, the voice's own clips first.",
+    )
+    choose.add_argument("--sentences", type=int, default=None, help="Held-out sentences (default: the run's).")
+    choose.add_argument("--whisper-model", default=None, help="Whisper model for the CER (default: the run's).")
+    choose.add_argument("--seed", type=int, default=None, help="Sampling seed (default: the run's).")
+    choose.add_argument("--max-audio-tokens", type=int, default=None, help="Longest clip (default: the run's).")
+    choose.add_argument("--probes", action=argparse.BooleanOptionalAction, default=True, help="Speak the probes too.")
+    choose.add_argument("--json", action="store_true", help="Print finetune.json's whole 'reference' record.")
+
+
+def _add_speak(commands: Any) -> None:
+    from utils.model import sampling  # the settings' declarations only: no model library
+
+    speak = commands.add_parser(
+        "speak",
+        help="Speak a text of any length with a run's voice, sentence by sentence, each checked as it is spoken (the "
+        "best of --tries kept), into one WAV; prints the report of each sentence.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    speak.add_argument("run", help="A run folder, its ready/ folder, or a model.pth in it.")
+    text = speak.add_mutually_exclusive_group(required=True)
+    text.add_argument("--text", help="The text to speak.")
+    text.add_argument("--text-file", help="A UTF-8 text file to speak (only read).")
+    speak.add_argument("--out", required=True, help="The WAV file to write (the voice's rate, 16-bit).")
+    speak.add_argument("--language", default=None, help="The text's language (default: the voice's).")
+    speak.add_argument(
+        "--reference",
+        action="append",
+        default=None,
+        help="A reference clip of the voice; repeat for several (default: the voice's own, ready/reference*.wav).",
+    )
+    speak.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
+    for name in ("tries", "seed", *sampling.CONFIG_KEYS, "speed", "max_audio_tokens"):
+        setting = sampling.SETTINGS[name]
+        default = setting.default if name in ("tries", "speed") else None  # None: the voice's own, or random
+        speak.add_argument(
+            _flag(name),
+            type=int if setting.whole else float,
+            default=default,
+            help=f"{setting.help} [{setting.allowed().split('from ')[-1]}]".replace("%", "%%"),
+        )
 
 
 def _print_progress(record: dict[str, Any]) -> None:
@@ -220,6 +279,45 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _choose_reference(args: argparse.Namespace) -> int:
+    from utils.training.evaluation.reference_on_demand import choose_reference, describe_choice
+
+    def progress(done: int, total: int, message: str) -> None:
+        print(f"[{done}/{total}] {message}", file=sys.stderr, flush=True)
+
+    options = ("candidates", "sentences", "whisper_model", "seed", "max_audio_tokens", "probes")
+    record = choose_reference(args.run, progress=progress, **{name: getattr(args, name) for name in options})
+    print(json.dumps(record, indent=2, ensure_ascii=False) if args.json else describe_choice(record))
+    return 0
+
+
+def _speak(args: argparse.Namespace) -> int:
+    from utils.model.inference import synthesize
+    from utils.model.long_text_io import read_text_file, report_text
+
+    text = args.text if args.text is not None else read_text_file(args.text_file, args.out)
+
+    def progress(done: int, total: int, message: str) -> None:
+        print(f"[{done}/{total}] {visible(message)}", file=sys.stderr, flush=True)
+
+    settings = ("language", "tries", "seed", "temperature", "length_penalty", "repetition_penalty", "top_k", "top_p")
+    settings += ("speed", "max_audio_tokens")
+    speech = synthesize(
+        args.run,
+        text,
+        reference_wav=args.reference,
+        output_wav=args.out,
+        progress=progress,
+        **{name: getattr(args, name) for name in settings},
+    )
+    if args.json:
+        print(json.dumps({"checks": speech.checks, "sentences": [s.to_dict() for s in speech.sentences]}, indent=2))
+    else:
+        print(report_text(speech))
+    print(f"wrote {visible(args.out)}: {len(speech.wav) / speech.sample_rate:.1f} s", file=sys.stderr)
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     from utils.serving.server import serve
 
@@ -231,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         commands = {"validate": _validate, "prepare": _prepare, "train": _train, "export": _export, "serve": _serve}
+        commands["choose-reference"] = _choose_reference
+        commands["speak"] = _speak
         return commands[args.command](args)
     except Exception as exc:  # every error, a missing model or file, a bad value: one line
         if args.traceback:

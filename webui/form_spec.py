@@ -79,6 +79,9 @@ FORM: dict[str, UI] = {
     "inference_search": UI(
         "Sampling settings tried at the end", QUALITY, info="the best goes into ready/; 0 keeps the base settings"
     ),
+    "reference_search": UI(
+        "Reference clips tried at the end", QUALITY, info="the best goes into ready/; 0 keeps the run's own clip"
+    ),
     "devices": UI("GPUs (one training process each)", SPEED, "gpus", info="effective batch x number of GPUs"),
     "length_grouping": UI("Length-grouped batches", SPEED, info="less padding; every clip once per epoch"),
     "torch_compile": UI("torch.compile the GPT blocks", ADVANCED, info="minutes to compile; unmeasured on a GPU"),

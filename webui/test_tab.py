@@ -11,11 +11,12 @@ import gradio as gr
 
 from utils.model import sampling
 from utils.model.inference import find_ready_dir, synthesize
-from utils.model.ready import REFERENCE_WAV, finetune_info_or_reason, read_inference_settings
+from utils.model.ready import finetune_info_or_reason, read_inference_settings
 from utils.quality.asr import default_whisper_model
 from utils.text.languages import LANGUAGE_CHOICES
-from webui import quality_view, voice_view
+from webui import lexicon_view, quality_view, reference_view, voice_view
 from webui.context import GPU_QUEUE, UIContext
+from webui.long_text_view import report_markdown
 from webui.shown import page_error
 
 # The sliders a run's ready/config.json sets, in the order of ui["sampling"].
@@ -39,13 +40,11 @@ def _gpu_free(ctx: UIContext) -> None:
         raise page_error(why)
 
 
-def _ready_and_reference(ctx: UIContext, source: str, reference: str | None) -> tuple[Path, str | None]:
-    """The model's ready/ folder and the reference clip, both confined to the app's folders (ValueError)."""
+def _ready_and_reference(ctx: UIContext, source: str, reference: Any) -> tuple[Path, list[str] | None]:
+    """The model's ready/ folder and the reference clips (one or several), all confined to the app's folders
+    (ValueError)."""
     ready = find_ready_dir(ctx.roots.run_folder(source, "model"))
-    if reference:
-        roots = (*ctx.roots.data_roots(), ctx.output_dir.resolve())
-        return ready, str(ctx.roots.confine(reference, roots, "reference audio"))
-    return ready, None
+    return ready, reference_view.confined_references(ctx, reference)
 
 
 def _sampling(
@@ -110,27 +109,32 @@ def synthesize_handler(
     top_p: float,
     speed: float,
     max_tokens: float,
-) -> tuple[str, str]:
-    """Generate speech; returns (audio path for the player, same path for download)."""
+    tries: float = 1,  # a script or test calling the handler itself speaks as before: one try, no checking
+    progress: Any = gr.Progress(),
+) -> tuple[str, str, str]:
+    """Generate speech, sentence by sentence, each checked with up to `tries` tries (utils.model.long_text); returns
+    (audio path for the player, same path for download, the per-sentence report as Markdown)."""
     source = _chosen_model(run, ready_path)
     _gpu_free(ctx)
     try:
         settings = _sampling(temperature, length_penalty, repetition_penalty, top_k, top_p, speed, max_tokens)
         ready, reference = _ready_and_reference(ctx, source, reference)
         output = ctx.output_dir / "synthesized" / f"{Path(source).name}-{time.strftime('%Y%m%d-%H%M%S')}.wav"
-        synthesize(
+        speech = synthesize(
             ready,
             text,
             language=language or None,
             reference_wav=reference,
             **settings,
             output_wav=output,
+            tries=sampling.checked("tries", tries),
+            progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
         )
     except ValueError as exc:
         raise page_error(exc) from exc
     except Exception as exc:  # a model that fails to load or generate: say so on the page, not "upstream error"
         raise page_error(f"Generation failed: {type(exc).__name__}: {exc}") from exc
-    return str(output), str(output)
+    return str(output), str(output), report_markdown(speech)
 
 
 def compare_handler(
@@ -152,7 +156,7 @@ def compare_handler(
 ) -> tuple[Any, Any, Any]:
     """The fine-tuned voice and its base model on the same text, reference and seed: (fine-tuned audio, base
     audio, scores table). Audio goes to the page as decoded samples."""
-    from utils.quality.compare import compare_with_base
+    from utils.model.compare import compare_with_base
 
     source = _chosen_model(run, ready_path)
     _gpu_free(ctx)
@@ -190,16 +194,25 @@ def run_selected(ctx: UIContext, run: str, ready_path: str) -> tuple[Any, ...]:
         return (gr.update(),) * (3 + len(SAMPLING_KEYS))
     info, unreadable = finetune_info_or_reason(ready)  # voice_view.sampling_source says why when it is
     language = None if unreadable else info.get("language", "en")
-    # The clip itself is not sent back: the page serves only exports and synthesized audio. Empty means the
-    # run's own reference clip, which synthesize and compare_with_base take by default.
-    own = "the run's own reference clip" if (ready / REFERENCE_WAV).is_file() else "no reference clip in this run"
+    # The clips themselves are not sent back: the page serves only exports and synthesized audio. Empty means the
+    # run's own reference clips, which synthesize and compare_with_base take by default.
     settings = read_inference_settings(ready)
     return (
         gr.update(value=language) if isinstance(language, str) and language else gr.update(),
-        gr.update(value=None, label=f"Reference voice: {own} (upload a clip to use another)"),
+        reference_view.reference_update(ready),
         *(gr.update(value=settings.values[key]) for key in SAMPLING_KEYS),
         voice_view.sampling_source(ready, settings),
     )
+
+
+def fill_for_run(ctx: UIContext, run: str, ready_path: str, filled_for: str) -> tuple[Any, ...]:
+    """run_selected and the voice's lexicon for the run shown, once per run (`filled_for`: the one the form was last
+    filled for; the same again changes nothing, so a later refresh of the run lists keeps what the person set)."""
+    shown_run = (ready_path or "").strip() or run or ""
+    outputs = 3 + len(SAMPLING_KEYS) + 2
+    if not shown_run or shown_run == filled_for:
+        return (*(gr.skip() for _ in range(outputs)), filled_for)
+    return (*run_selected(ctx, run, ready_path), *lexicon_view.lexicon_loaded(ctx, run, ready_path), shown_run)
 
 
 def _voice_section(ctx: UIContext) -> dict[str, Any]:
@@ -215,9 +228,7 @@ def _voice_section(ctx: UIContext) -> dict[str, Any]:
         with gr.Column():
             ui["text"] = gr.Textbox(label="Text", lines=3, value="Hello! This is my fine-tuned voice.")
             ui["language"] = gr.Dropdown(list(LANGUAGE_CHOICES), value="en", label="Language", allow_custom_value=True)
-            ui["reference"] = gr.Audio(
-                label="Reference voice (from the run, or upload your own)", type="filepath", sources=["upload"]
-            )
+            ui["reference"] = reference_view.reference_input()
         with gr.Column():
             ui["sampling_source"] = gr.Markdown(
                 "**Sampling settings**: the base model's until a run is picked.", elem_id="sampling-source"
@@ -228,10 +239,15 @@ def _voice_section(ctx: UIContext) -> dict[str, Any]:
 
 def _results_section() -> dict[str, Any]:
     """The generated speech, and the comparison with the base model."""
-    ui: dict[str, Any] = {"generate": gr.Button("Generate", variant="primary")}
+    with gr.Row():
+        ui: dict[str, Any] = {"tries": _slider("tries")}  # a long text is spoken sentence by sentence, each checked
+        ui["generate"] = gr.Button("Generate", variant="primary")
     with gr.Row():
         ui["audio"] = gr.Audio(label="Result", type="filepath", interactive=False)
         ui["download"] = gr.File(label="Download", elem_id="test-download")
+    # The report reaches the page through a State: /synthesize keeps answering (audio, download) to scripts.
+    ui["report"] = gr.State("")
+    ui["sentences"] = gr.Markdown(elem_id="test-sentences")
     with gr.Accordion("Compare with the base model: same text, reference and seed", open=False):
         with gr.Row():
             seed = sampling.SETTINGS["seed"]
@@ -262,27 +278,45 @@ def _results_section() -> dict[str, Any]:
 
 def create_test_tab(ctx: UIContext) -> dict[str, Any]:
     with gr.Tab("3. Test", id="test"):
-        ui = {**_voice_section(ctx), **_results_section()}
+        ui = _voice_section(ctx)
+        ui.update(lexicon_view.create_lexicon_section(ctx, ui["run"], ui["ready_path"], ui["text"], ui["language"]))
+        ui.update(_results_section())
+        ui.update(
+            reference_view.create_reference_choice_section(
+                ctx, ui["run"], ui["ready_path"], ui["whisper_model"], ui["reference"]
+            )
+        )
     run, ready_path = ui["run"], ui["ready_path"]
     ui["refresh_runs"].click(
         lambda: gr.update(choices=ctx.run_choices(ready_only=True)), None, run, api_visibility="undocumented"
     )
+    # The form follows the run shown: picked, typed, or put there by the page itself (on load, or when a run ends),
+    # which fires no change event: the page runs `fill` after those too (webui.ui).
+    filled = gr.State("")
+    fill = (
+        functools.partial(fill_for_run, ctx),
+        [run, ready_path, filled],
+        [
+            ui["language"],
+            ui["reference"],
+            *ui["sampling"][: len(SAMPLING_KEYS)],
+            ui["sampling_source"],
+            ui["lexicon"],
+            ui["lexicon_summary"],
+            filled,
+        ],
+    )
     for trigger in (run.change, ready_path.submit):
-        trigger(
-            functools.partial(run_selected, ctx),
-            [run, ready_path],
-            [ui["language"], ui["reference"], *ui["sampling"][: len(SAMPLING_KEYS)], ui["sampling_source"]],
-            api_visibility="undocumented",
-        )
+        trigger(*fill, api_visibility="undocumented")
     voice = [run, ready_path, ui["reference"], ui["text"], ui["language"]]
     ui["generate"].click(
         functools.partial(synthesize_handler, ctx),
-        [*voice, *ui["sampling"]],
-        [ui["audio"], ui["download"]],
+        [*voice, *ui["sampling"], ui["tries"]],
+        [ui["audio"], ui["download"], ui["report"]],
         api_name="synthesize",
         concurrency_id=GPU_QUEUE,
         concurrency_limit=1,
-    )
+    ).then(lambda report: report, ui["report"], ui["sentences"], api_visibility="undocumented")
     ui["compare"].click(
         functools.partial(compare_handler, ctx),
         [*voice, ui["seed"], ui["whisper_model"], *ui["sampling"]],
@@ -291,4 +325,4 @@ def create_test_tab(ctx: UIContext) -> dict[str, Any]:
         concurrency_id=GPU_QUEUE,
         concurrency_limit=1,
     )
-    return ctx.register("test", {"run": run})
+    return ctx.register("test", {"run": run, "fill": fill})

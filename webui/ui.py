@@ -89,12 +89,15 @@ def build_ui(
         pickers = [ctx["test.run"], ctx["export.run"]]
         lists = [ctx["form.resume_from"], *pickers]
         seen = gr.State("")
-        demo.load(lambda *picked: run_lists(ctx, "", *picked), pickers, [*lists, seen], api_visibility="undocumented")
+        # A picker's value set by these fires no change event: the Test tab's form is filled for it after them.
+        demo.load(
+            lambda *picked: run_lists(ctx, "", *picked), pickers, [*lists, seen], api_visibility="undocumented"
+        ).then(*ctx["test.fill"], api_visibility="undocumented")
         ctx["train.pulse"].change(
             lambda last, *picked: run_lists(ctx, last, *picked),
             [seen, *pickers],
             [*lists, seen],
             api_visibility="undocumented",
             show_progress="hidden",
-        )
+        ).then(*ctx["test.fill"], api_visibility="undocumented", show_progress="hidden")
     return demo, ctx

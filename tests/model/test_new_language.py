@@ -116,7 +116,7 @@ def test_amharic_run_with_g2p_reloads_and_inference_uses_the_same_front_end(tmp_
     from TTS.tts.models.xtts import Xtts
 
     from utils.gpt_train import train_gpt
-    from utils.model.inference import load_voice, synthesize
+    from utils.model.inference import synthesize
 
     csv_path = write_dataset(tmp_path / "data", n=10, texts=AMHARIC)
     common = dict(
@@ -148,20 +148,22 @@ def test_amharic_run_with_g2p_reloads_and_inference_uses_the_same_front_end(tmp_
     assert model.gpt.text_embedding.weight.shape[0] == run["vocab"]["size"]
     assert "amh" in config.languages
 
-    # Inference applies the stored front end: the model receives normalised, phonemised text.
-    voice = load_voice(result.run_dir)
+    # Inference applies the stored front end: the model receives normalised, phonemised text (synthesize generates
+    # each piece of a text with generate_latents).
+    import utils.model.inference as inference
+
     received: list[str] = []
-    original = voice.model.inference
+    original = inference.generate_latents
 
-    def recording(text, *args, **kwargs):
-        received.append(text)
-        return original(text, *args, **kwargs)
+    def recording(model, texts, *args, **kwargs):
+        received.extend(texts)
+        return original(model, texts, *args, **kwargs)
 
-    voice.model.inference = recording
+    inference.generate_latents = recording
     try:
         rate, wav = synthesize(result.run_dir, "፲፪ ሰዎች መጡ።", max_audio_tokens=12)
     finally:
-        voice.model.inference = original
+        inference.generate_latents = original
     assert received == [amharic_g2p(normalize_amharic("፲፪ ሰዎች መጡ።"))]
     assert rate == 24000 and wav.size > 0
 

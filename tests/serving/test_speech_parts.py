@@ -14,7 +14,7 @@ import soundfile as sf
 
 from utils.serving.auth import ApiKey, credentials
 from utils.serving.encoding import available_formats
-from utils.serving.speech import sentence_pieces
+from utils.text.split import sentence_pieces
 
 RATE = 24000
 

@@ -35,6 +35,7 @@ FAST = dict(
     quality_max_audio_tokens=10,
     quality_eval_share=1.0,  # every evaluation scored (the default budget skips some; test_scoring_budget.py)
     inference_search=0,  # the search for sampling settings has its own run (test_voice_run.py)
+    reference_search=0,  # so has the choice of the reference clips
 )
 
 

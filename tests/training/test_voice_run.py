@@ -29,6 +29,7 @@ def voice_run(tmp_path_factory, tiny_base):
 
     root = tmp_path_factory.mktemp("voice")
     (root / "data").mkdir()
+    (root / "names.tsv").write_text("voice\tvoys\n", encoding="utf-8")  # in the transcripts and the scored sentences
     ctx = UIContext(output_dir=root / "out", runner=TrainingRunner(root / "out"), data_dirs=((root / "data"),))
     result = train_gpt(
         version="tiny",
@@ -46,7 +47,9 @@ def voice_run(tmp_path_factory, tiny_base):
         quality_eval_share=1.0,
         best_by="combined",
         inference_search=2,
+        reference_search=2,  # the run's own clip and one clean clip
         whisper_model=str(bundled_whisper_dir()),
+        lexicon_file=str(root / "names.tsv"),
     )
     quality = [r for r in read_jsonl(Path(result.run_dir) / "metrics.jsonl") if r["type"] == "quality"]
     return ctx, result, quality
@@ -113,6 +116,25 @@ def test_ready_holds_the_sampling_settings_chosen_by_measurement(voice_run):
     assert {k: getattr(loaded, k) for k in INFERENCE_DEFAULTS} == chosen["settings"]
     run = json.loads((Path(result.run_dir) / "run.json").read_text())
     assert run["inference"]["settings"] == chosen["settings"] and "measured" in run["inference"]["source"]
+    lexicon = [{"term": "voice", "respelling": "voys", "language": "en"}]
+    assert finetune["text_frontend"]["lexicon"] == lexicon == run["text_frontend"]["lexicon"], "the run's lexicon"
+
+
+def test_ready_holds_the_reference_clips_chosen_by_measurement(voice_run):
+    _, result, _ = voice_run
+    run_dir = Path(result.run_dir)
+    reference = json.loads((Path(result.ready_dir) / "finetune.json").read_text())["reference"]
+    assert reference["measured"] is True and reference["source"].startswith("measured at the end of the run: ")
+    candidates = reference["candidates"]
+    assert [c["kind"] for c in candidates] == ["current", "single"]
+    run = json.loads((run_dir / "run.json").read_text())
+    assert candidates[0]["clips"] == run["reference"]["sources"], "the run's own clip is tried first"
+    for candidate in candidates:
+        assert candidate["score"] is not None and len(candidate["files"]) == 5, "its sentence and the 4 probes"
+        assert all(f.startswith("evals/reference/candidate_") and (run_dir / f).is_file() for f in candidate["files"])
+    best = max(range(2), key=lambda i: (candidates[i]["score"], -i))
+    assert reference["chosen"] == best and reference["sources"] == candidates[best]["clips"]
+    assert reference["files"] == ["reference.wav"] and "reference_choice" in run["timings"]["phases"]
 
 
 def test_the_test_tab_starts_from_the_runs_settings_and_synthesize_uses_them(voice_run):

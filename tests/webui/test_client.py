@@ -133,6 +133,7 @@ def test_dataset_train_stop_status_memory_synthesize_export(app):
         0.85,
         1,
         20,
+        1,  # tries per sentence: one, unchecked (a script leaving it out gets the page's 3)
         api_name="/synthesize",
     )
     data, rate = sf.read(audio)

@@ -15,8 +15,8 @@ from tests.helpers import digests, page_text, write_dataset
 from tests.quality.conftest import espeak_clips, whisper  # noqa: F401 - session fixtures shared with tests/quality
 from tests.quality.speech import SENTENCES, VOICE_A
 from utils.model.base_models import models_root
+from utils.model.compare import compare_with_base
 from utils.quality.asr import bundled_whisper_dir
-from utils.quality.compare import compare_with_base
 from webui import quality_view
 from webui.context import UIContext
 from webui.dataset_handlers import check_handler, prepare_handler, transcribe_handler
@@ -139,7 +139,7 @@ def test_speech_waits_while_a_training_run_holds_the_gpu(quality_run, monkeypatc
     csv_path = transcribe_handler(ctx, [str(recording)], "tiny.en", "en", "me", progress=lambda *a, **k: None)
     assert Path(csv_path).is_file() and {key[1] for key in asr._CACHE} == {"cpu"}, "on the CPU, not the run's GPU"
     monkeypatch.setattr(ctx.runner, "is_active", lambda: False)
-    audio, _ = synthesize_handler(ctx, str(run_dir), "", None, "hello", "en", **SAMPLING, max_tokens=10)
+    audio, *_ = synthesize_handler(ctx, str(run_dir), "", None, "hello", "en", **SAMPLING, max_tokens=10)
     assert Path(audio).is_file()
 
 

@@ -63,6 +63,7 @@ from utils.model.ready import (
     read_inference_settings,
     ready_config,
 )
+from utils.model.references import voice_references
 from utils.text.frontend import TextFrontEnd
 from utils.text.visible import clipped, visible
 
@@ -345,6 +346,29 @@ def _front_end_note(frontend: TextFrontEnd, app: str) -> str | None:
     )
 
 
+def _lexicon_note(frontend: TextFrontEnd, app: str) -> str | None:
+    """The voice's pronunciation lexicon in an app that does not apply it (none does), or None when it has none."""
+    if not frontend.lexicon:
+        return None
+    entries = frontend.lexicon.to_records()
+    shown = "; ".join(f"{e['term']} -> {e['respelling']}" for e in entries[:8]) + ("; ..." if len(entries) > 8 else "")
+    return (
+        f"{app}: the voice's pronunciation lexicon ({len(entries)} entries: {visible(shown)}) is applied only by this "
+        "product (synthesize, the Test tab, its server). There, write the respellings into the text you send."
+    )
+
+
+def _references_note(ready: Path, apps: list[str]) -> str | None:
+    """A voice of several reference clips in apps that take one clip: they get reference.wav, the first (the best)."""
+    count = len(voice_references(ready))
+    if count < 2 or not apps:
+        return None
+    return (
+        f"{', '.join(apps)}: the voice is {count} reference clips; these apps take one, reference.wav (the first, "
+        "chosen best). coqui's speakers_xtts.pth and this product use all of them."
+    )
+
+
 def _sampling_note(profile: Profile, values: dict[str, Any]) -> str | None:
     """The voice's sampling settings an app replaces by its own, with where to give them, or None."""
     own = profile.sampling.values
@@ -457,8 +481,11 @@ def _voice(run_or_ready: str | os.PathLike, name: str | None, needs_base: bool) 
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_latents(model: str, reference: str, config_path: str, stamps: tuple[int, ...]) -> dict[str, torch.Tensor]:
-    """The voice of `reference` as coqui computes it for `speaker_wav=`: the model's own get_conditioning_latents
+def _cached_latents(
+    model: str, references: tuple[str, ...], config_path: str, stamps: tuple[int, ...]
+) -> dict[str, torch.Tensor]:
+    """The voice of its `references` (one clip or several, which coqui combines) as coqui computes it for
+    `speaker_wav=`: the model's own get_conditioning_latents
     with config.json's gpt_cond_len, gpt_cond_chunk_len, max_ref_len and sound_norm_refs (Xtts.synthesize passes
     those). Cached by the files' sizes and times: exporting a voice for several apps loads the model once."""
     from TTS.tts.configs.xtts_config import XttsConfig
@@ -472,7 +499,7 @@ def _cached_latents(model: str, reference: str, config_path: str, stamps: tuple[
     try:
         with torch.inference_mode():
             latent, speaker = xtts.get_conditioning_latents(
-                audio_path=reference,
+                audio_path=list(references),
                 max_ref_length=config.max_ref_len,
                 gpt_cond_len=config.gpt_cond_len,
                 gpt_cond_chunk_len=config.gpt_cond_chunk_len,
@@ -480,8 +507,8 @@ def _cached_latents(model: str, reference: str, config_path: str, stamps: tuple[
             )
     except (RuntimeError, OSError, ImportError) as exc:
         raise ValueError(
-            f"coqui could not read {reference} to compute the voice ({type(exc).__name__}: {exc}); its audio "
-            "loader (torchaudio) needs FFmpeg."
+            f"coqui could not read {', '.join(references)} to compute the voice ({type(exc).__name__}: {exc}); its "
+            "audio loader (torchaudio) needs FFmpeg."
         ) from exc
     # In this order: coqui's synthesize unpacks a speaker's two values by position.
     return {
@@ -491,10 +518,13 @@ def _cached_latents(model: str, reference: str, config_path: str, stamps: tuple[
 
 
 def voice_latents(ready: Path) -> dict[str, torch.Tensor]:
-    """The voice of ready/reference.wav as coqui's speakers_xtts.pth holds a speaker (see _cached_latents)."""
-    files = (ready / "model.pth", ready / REFERENCE_WAV, ready / "config.json")
+    """The voice of its reference clips (reference.wav and the others ready/finetune.json lists: all of them, as
+    synthesize uses them) as coqui's speakers_xtts.pth holds a speaker (see _cached_latents)."""
+    clips = voice_references(ready)
+    files = (ready / "model.pth", *clips, ready / "config.json")
     stamps = tuple(value for file in files for value in (file.stat().st_size, file.stat().st_mtime_ns))
-    return _cached_latents(*(str(file.resolve()) for file in files), stamps)
+    model, config = str((ready / "model.pth").resolve()), str((ready / "config.json").resolve())
+    return _cached_latents(model, tuple(str(clip.resolve()) for clip in clips), config, stamps)
 
 
 # The makers: each writes one file of a layout to `target` from the voice (or names the file to copy as it is).
@@ -594,9 +624,13 @@ def _not_carried(voice: _Voice, profile: Profile, left_out: list[str]) -> list[s
     apps = [PROFILES[key] for key in profile.covers] or [profile]
     if note := _front_end_note(voice.frontend, ", ".join(app.app for app in apps)):
         notes.append(note)
+    if note := _lexicon_note(voice.frontend, ", ".join(app.app for app in apps)):
+        notes.append(note)
     notes += [note for app in apps if (note := _sampling_note(app, voice.settings))]
     tokens = _text_tokens(voice)
     notes += [note for app in apps if (note := _vocabulary_note(app, tokens, voice.base_version))]
+    if note := _references_note(voice.ready, [app.app for app in apps if app.key != "coqui"]):
+        notes.append(note)
     if left_out:
         notes.append(f"{', '.join(left_out)} left out: {voice.base_problem}")
     return notes

@@ -21,21 +21,23 @@ import torch
 import torch.nn.functional as F
 import torchaudio
 
-from utils.audio.io import AudioError, load_audio
+from utils.audio.checks import SILENCE_DBFS, level_around_mean
+from utils.audio.io import AudioError, load_audio, write_wav
 from utils.constants import XTTS_SAMPLE_RATE
-from utils.model import sampling
+from utils.model import long_text, sampling
 from utils.model.base_models import models_root
 from utils.model.checkpoints import loadable_checkpoint
 from utils.model.ready import (
     READY_DIR,
-    REFERENCE_WAV,
     read_finetune_info,
     read_inference_settings,
+    read_voice_frontend,
     ready_config,
     recover_ready,
 )
+from utils.model.references import reference_paths, voice_references
 from utils.text.frontend import TextFrontEnd
-from utils.text.visible import clipped
+from utils.text.visible import clipped, visible
 
 log = logging.getLogger(__name__)
 
@@ -117,33 +119,38 @@ def unload_voice() -> None:
         torch.cuda.empty_cache()
 
 
+def current_frontend(voice: LoadedVoice, language: str | None = None) -> TextFrontEnd:
+    """The voice's text front end as its finetune.json holds it now (a lexicon edited after the model was loaded
+    applies to the next text), for speaking `language` (None: the voice's own)."""
+    return read_voice_frontend(voice.ready_dir).for_language(language or voice.frontend.language)
+
+
 def load_voice(path: str | os.PathLike) -> LoadedVoice:
     """Load (or reuse the already loaded) fine-tuned model of a run or ready folder."""
     folder = find_ready_dir(path)
     return _load(str(folder.resolve()), (folder / "model.pth").stat().st_mtime, _device())
 
 
-def check_reference(reference: Path) -> None:
-    """A reference clip that exists and decodes to at least half a second of sound (ValueError otherwise)."""
-    if not reference.is_file():
-        raise ValueError(f"Reference audio not found: {reference}.")
-    try:
-        wav, rate = load_audio(reference, None)
-    except AudioError as exc:
-        raise ValueError(f"The reference is not audio this app can read: {reference.name} {exc}.") from exc
-    if wav.size < rate // 2:
-        raise ValueError(f"The reference {reference.name} is shorter than 0.5 s; give 3-10 s of the voice.")
-
-
-def check_text_length(model: Any, text: str, language: str) -> None:
-    """XTTS reads at most its text-token limit per call; longer text is refused before generation starts."""
-    tokens = len(model.tokenizer.encode(text, language))
-    limit = int(model.args.gpt_max_text_tokens)
-    if tokens > limit:
-        raise ValueError(
-            f"The text is {tokens} tokens, over XTTS's limit of {limit} per generation: split it into "
-            "shorter sentences."
-        )
+def check_reference(reference: str | os.PathLike | list[str | os.PathLike]) -> None:
+    """A reference clip (or each of a list of them) that exists, decodes, holds sound (not silent by the dataset
+    check's rule) and lasts at least half a second: a ValueError naming the clip otherwise."""
+    clips = reference_paths(reference)
+    if not clips:
+        raise ValueError("No reference clip given: give 3-10 s of the voice (one clip or several).")
+    for clip in clips:
+        name = visible(clip.name)
+        if not clip.is_file():
+            raise ValueError(f"Reference audio not found: {clipped(visible(str(clip)))}.")
+        try:
+            wav, rate = load_audio(clip, None)
+        except AudioError as exc:
+            raise ValueError(f"The reference is not audio this app can read: {name} {exc}.") from exc
+        if wav.size < rate // 2:
+            raise ValueError(f"The reference {name} is shorter than 0.5 s; give 3-10 s of the voice.")
+        if level_around_mean(wav)[1] < SILENCE_DBFS:
+            raise ValueError(
+                f"The reference {name} is silent (under {SILENCE_DBFS:.0f} dBFS); give 3-10 s of the voice."
+            )
 
 
 @contextlib.contextmanager
@@ -159,22 +166,32 @@ def seeded(seed: int | None) -> Iterator[None]:
         yield
 
 
-def conditioning_latents(model: Any, reference: str | os.PathLike) -> tuple[torch.Tensor, torch.Tensor]:
+def conditioning_latents(
+    model: Any, reference: str | os.PathLike | list[str | os.PathLike]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """XTTS's GPT conditioning latent (on the GPT's device) and speaker embedding (on the device of the speaker
-    encoder, which lives in the HiFi-GAN decoder) of a reference clip: coqui's `Xtts.get_conditioning_latents`
-    with the settings it was called with (30 s at most, 4 s chunks), but coqui puts the clip on the GPT's device
-    for the speaker encoder too, which fails on a GPU while a training run keeps the decoder on the CPU. The clip
-    is read by the product's loader (soundfile; coqui's torchaudio.load needs FFmpeg)."""
+    encoder, which lives in the HiFi-GAN decoder) of a reference clip or several: coqui's
+    `Xtts.get_conditioning_latents` with the settings it was called with (each clip cut at 30 s; the GPT latent of the
+    clips joined, 30 s at most in 4 s chunks; the mean of the clips' speaker embeddings), but coqui puts the clips on
+    the GPT's device for the speaker encoder too, which fails on a GPU while a training run keeps the decoder on the
+    CPU. The clips are read by the product's loader (soundfile; coqui's torchaudio.load needs FFmpeg)."""
     rate = XTTS_SAMPLE_RATE
-    samples, _ = load_audio(reference, rate)
-    audio = torch.from_numpy(np.clip(samples[: rate * 30], -1.0, 1.0)).unsqueeze(0)
+    clips = []
+    for path in reference_paths(reference):
+        samples, _ = load_audio(path, rate)
+        clips.append(torch.from_numpy(np.clip(samples[: rate * 30], -1.0, 1.0)).unsqueeze(0))
+    if not clips:
+        raise ValueError("No reference clip given: give 3-10 s of the voice (one clip or several).")
     encoder = model.hifigan_decoder.speaker_encoder
     device = next(encoder.parameters()).device
     with torch.inference_mode():
-        audio_16k = torchaudio.functional.resample(audio, rate, 16000)
-        speaker = encoder.forward(audio_16k.to(device), l2_norm=True).unsqueeze(-1)
-        # coqui's own: the clip's mels on the CPU, the GPT's conditioning encoder on the model's device.
-        latent = model.get_gpt_cond_latents(audio, rate, length=30, chunk_length=4)
+        speakers = [
+            encoder.forward(torchaudio.functional.resample(clip, rate, 16000).to(device), l2_norm=True).unsqueeze(-1)
+            for clip in clips
+        ]
+        speaker = torch.stack(speakers).mean(dim=0)
+        # coqui's own: the clips' mels on the CPU, the GPT's conditioning encoder on the model's device.
+        latent = model.get_gpt_cond_latents(torch.cat(clips, dim=-1), rate, length=30, chunk_length=4)
     return latent, speaker
 
 
@@ -219,6 +236,30 @@ def generate_wav(
     finally:
         model.gpt.max_gen_mel_tokens = limit
     return np.asarray(out["wav"], dtype=np.float32).reshape(-1)
+
+
+def generate_piece(
+    model: Any,
+    prepared_text: str,
+    language: str,
+    latent: torch.Tensor,
+    speaker: torch.Tensor,
+    *,
+    max_audio_tokens: int | None = None,
+    speed: float = 1.0,
+    **generation: Any,
+) -> tuple[np.ndarray, bool]:
+    """(speech samples, whether the GPT stopped before its cap) of one text already through the front end:
+    `generate_latents` for it alone (its keywords: seed and the sampling settings), then what coqui's
+    `Xtts.inference` does after generating (the latents stretched by 1 / speed, the HiFi-GAN decoder). False is a
+    clip cut at its cap, still speaking."""
+    cap = max_audio_tokens or int(model.gpt.max_gen_mel_tokens)
+    latents = generate_latents(model, [prepared_text], language, latent, max_audio_tokens=[cap], **generation)
+    gpt_latent = latents[0]
+    if speed != 1.0:  # coqui's length scale, with its floor
+        scale = 1.0 / max(float(speed), 0.05)
+        gpt_latent = F.interpolate(gpt_latent.transpose(1, 2), scale_factor=scale, mode="linear").transpose(1, 2)
+    return decode_latents(model.hifigan_decoder, [gpt_latent], speaker)[0], latents.stopped[0]
 
 
 def generate_wavs(
@@ -357,16 +398,28 @@ def _row_latent(gpt: Any, latent: torch.Tensor, text: torch.Tensor, codes: torch
 class Speech(tuple):
     """synthesize's result: (sample_rate, float32 samples), as a tuple, that also says which sampling `settings` it
     was generated with and the `warnings` about them (a setting of the voice's ready/config.json that could not be
-    used, so the base model's was: the file, the setting and its value named)."""
+    used, so the base model's was: the file, the setting and its value named), with a report per piece of the text
+    (`sentences`: utils.model.long_text.SentenceReport) and a line on what was checked (`checks`)."""
 
     sample_rate: int
     wav: np.ndarray
     settings: dict[str, Any]
     warnings: list[str]
+    sentences: list[Any]
+    checks: str
 
-    def __new__(cls, sample_rate: int, wav: np.ndarray, settings: dict[str, Any], warnings: list[str]) -> Speech:
+    def __new__(
+        cls,
+        sample_rate: int,
+        wav: np.ndarray,
+        settings: dict[str, Any],
+        warnings: list[str],
+        sentences: list[Any] | None = None,
+        checks: str = "",
+    ) -> Speech:
         speech = super().__new__(cls, (sample_rate, wav))
         speech.sample_rate, speech.wav, speech.settings, speech.warnings = sample_rate, wav, settings, warnings
+        speech.sentences, speech.checks = list(sentences or []), checks
         return speech
 
 
@@ -375,7 +428,7 @@ def synthesize(
     text: str,
     *,
     language: str | None = None,
-    reference_wav: str | os.PathLike | None = None,
+    reference_wav: str | os.PathLike | list[str | os.PathLike] | None = None,
     temperature: float | None = None,
     length_penalty: float | None = None,
     repetition_penalty: float | None = None,
@@ -385,6 +438,8 @@ def synthesize(
     max_audio_tokens: int | None = None,
     seed: int | None = None,
     output_wav: str | os.PathLike | None = None,
+    tries: int = 1,
+    progress: long_text.Progress | None = None,
 ) -> Speech:
     """Synthesize `text` with a run's voice; returns (sample_rate, float32 samples), a `Speech` whose `.settings`
     are the sampling settings used and `.warnings` what was wrong with those the voice's files hold, and writes
@@ -393,7 +448,12 @@ def synthesize(
     setting left None is the voice's own (ready/config.json: chosen at the end of its run, or the base model's; a
     value there outside its range is not used: the base model's is, with a warning naming the file and setting).
     A setting given outside its range (utils.model.sampling: temperature 0.01-2, speed 0.25-4...) is a ValueError
-    naming it, before anything is loaded."""
+    naming it, before anything is loaded.
+
+    Any length (up to utils.model.long_text.MAX_TEXT_CHARS): the text is spoken sentence by sentence and joined with
+    pauses that follow its punctuation (utils.model.long_text); `max_audio_tokens` then caps each piece. `tries` > 1
+    checks each sentence as it is spoken (Whisper, stop, length) and speaks a failing one again with seed + 1, + 2...,
+    keeping the best; `.sentences` reports each piece, `progress(done, total, message)` follows them."""
     given = sampling.checked_all(
         {
             "temperature": temperature,
@@ -406,16 +466,14 @@ def synthesize(
     speed = sampling.checked("speed", speed)
     max_audio_tokens = None if max_audio_tokens is None else sampling.checked("max_audio_tokens", max_audio_tokens)
     seed = None if seed is None else sampling.checked("seed", seed)
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError("Text is empty: type what the voice should say.")
+    text = long_text.checked_text(text)
+    tries = long_text.checked_tries(tries)
     voice = load_voice(model_path)
-    reference = Path(reference_wav) if reference_wav else voice.ready_dir / REFERENCE_WAV
+    reference = reference_paths(reference_wav) or voice_references(voice.ready_dir)
     check_reference(reference)
-    language = language or voice.frontend.language
-    frontend = TextFrontEnd(language, voice.frontend.amharic_g2p and language == voice.frontend.language)
-    prepared = frontend.apply(text.strip())
+    frontend = current_frontend(voice, language)
     model = voice.model
-    check_text_length(model, prepared, frontend.language)
+    pieces = long_text.prepared_pieces(text, frontend, model)
     own = read_inference_settings(voice.ready_dir)
     # Only the voice's settings this call uses: a bad temperature in the file is no matter when one is given.
     warnings = [why for name, why in own.problems.items() if given.get(name) is None]
@@ -424,20 +482,34 @@ def synthesize(
     settings = {**own.values, **{k: v for k, v in given.items() if v is not None}}
     with synthesis_lock:
         latent, speaker = conditioning_latents(model, reference)
-        wav = generate_wav(
-            model,
-            prepared,
-            frontend.language,
-            latent,
-            speaker,
-            seed=seed,
-            max_audio_tokens=max_audio_tokens,
-            speed=speed,
-            **settings,
-        )
-    if output_wav:
-        import soundfile as sf
 
-        Path(output_wav).parent.mkdir(parents=True, exist_ok=True)
-        sf.write(str(output_wav), wav, voice.sample_rate)
-    return Speech(voice.sample_rate, wav, {**settings, "speed": speed}, warnings)
+    def generate(prepared: str, piece_seed: int, cap: int | None) -> tuple[np.ndarray, bool]:
+        with synthesis_lock:  # a piece at a time: the speech server may speak between two pieces of a long text
+            return generate_piece(
+                model,
+                prepared,
+                frontend.language,
+                latent,
+                speaker,
+                seed=piece_seed,
+                max_audio_tokens=cap,
+                speed=speed,
+                **settings,
+            )
+
+    spoken = long_text.speak(
+        pieces,
+        generate,
+        frontend=frontend,
+        ready_dir=voice.ready_dir,
+        rate=voice.sample_rate,
+        seed=seed,
+        tries=tries,
+        speed=speed,
+        max_audio_tokens=max_audio_tokens,
+        progress=progress,
+    )
+    if output_wav:
+        write_wav(output_wav, spoken.wav, voice.sample_rate)
+    used = {**settings, "speed": speed}
+    return Speech(voice.sample_rate, spoken.wav, used, warnings, spoken.sentences, spoken.checks)

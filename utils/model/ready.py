@@ -2,8 +2,8 @@
 
 `ready/model.pth` is the fine-tuned XTTS without optimizer state or DVAE weights, beside
 `config.json`, `vocab.json`, `speakers_xtts.pth` (where the base model has one), a reference wav
-and `finetune.json` (base version, language, text front end) so inference applies the same text
-processing as training.
+and `finetune.json` (base version, language, text front end with its pronunciation lexicon) so inference applies the
+same text processing as training. `set_voice_lexicon` sets or replaces a finished voice's lexicon.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+import time
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,12 +27,16 @@ from utils.audio.io import AudioError, load_audio, write_wav
 from utils.constants import XTTS_SAMPLE_RATE
 from utils.files import atomic_output, copy_file_atomic, save_torch_atomic, write_json_atomic
 from utils.model import sampling
+from utils.text.frontend import TextFrontEnd
+from utils.text.lexicon import Lexicon, lexicon_from
+from utils.text.visible import clipped, visible
 
 log = logging.getLogger(__name__)
 
 READY_DIR = "ready"
 FINETUNE_FILE = "finetune.json"
 REFERENCE_WAV = "reference.wav"
+LEXICON_EDITED = "lexicon_edited"  # finetune.json: when the voice's lexicon was set after its run (kept on a resume)
 # The sampling settings of XTTS's config.json (XttsConfig) and the base model's values of them (declared, with their
 # ranges, in utils.model.sampling).
 INFERENCE_DEFAULTS: dict[str, Any] = sampling.defaults(sampling.CONFIG_KEYS)
@@ -149,6 +154,7 @@ def export_ready(
     if speakers_path and Path(speakers_path).is_file():
         copy_file_atomic(speakers_path, staging / "speakers_xtts.pth")
     copy_file_atomic(reference_wav, staging / REFERENCE_WAV)
+    finetune_info = _with_edited_lexicon(finetune_info, ready)
     write_json_atomic(staging / FINETUNE_FILE, {**finetune_info, "checkpoint": str(checkpoint_path)})
     # Swap in whole: the old folder is moved aside first, so a crash leaves one complete folder
     # (recover_ready moves it back if the crash came between the two renames).
@@ -159,6 +165,23 @@ def export_ready(
     os.replace(staging, ready)
     shutil.rmtree(previous, ignore_errors=True)
     return ready
+
+
+def _with_edited_lexicon(finetune_info: dict[str, Any], ready: Path) -> dict[str, Any]:
+    """finetune_info with the lexicon set on the voice since (set_voice_lexicon, the Test tab) in place of the run's:
+    a resumed run rewrites ready/, and the user's newer edit must not be lost."""
+    try:
+        before = read_finetune_info(ready) if ready.is_dir() else {}
+    except ValueError:
+        return finetune_info
+    edited = before.get(LEXICON_EDITED)
+    previous = (before.get("text_frontend") or {}) if isinstance(before.get("text_frontend"), dict) else {}
+    if not edited or not isinstance(finetune_info.get("text_frontend"), dict):
+        return finetune_info
+    frontend = {k: v for k, v in finetune_info["text_frontend"].items() if k != "lexicon"}
+    if previous.get("lexicon"):
+        frontend["lexicon"] = previous["lexicon"]
+    return {**finetune_info, "text_frontend": frontend, LEXICON_EDITED: edited}
 
 
 def _json_object(path: Path) -> dict[str, Any]:
@@ -188,6 +211,47 @@ def finetune_info_or_reason(ready_dir: str | os.PathLike) -> tuple[dict[str, Any
         return read_finetune_info(ready_dir), None
     except (OSError, ValueError) as exc:
         return {}, str(exc)
+
+
+def read_voice_frontend(ready_dir: str | os.PathLike) -> TextFrontEnd:
+    """The text front end ready/finetune.json gives the voice (`text_frontend`, its lexicon included), read afresh:
+    a lexicon set after the model was loaded applies to the next text. A ValueError names what is unreadable."""
+    info = read_finetune_info(ready_dir)
+    try:
+        return TextFrontEnd.from_dict(info.get("text_frontend"), info.get("language", "en"))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{Path(ready_dir) / FINETUNE_FILE}: {exc}") from None
+
+
+def voice_ready_dir(path: str | os.PathLike) -> Path:
+    """The ready/ folder of a run folder, the folder itself when it is one (its finetune.json), or a ValueError."""
+    folder = Path(path).expanduser()
+    if folder.is_file():
+        folder = folder.parent
+    if (folder / READY_DIR).is_dir() or (folder / (READY_DIR + ".old")).is_dir():
+        recover_ready(folder)
+        folder = folder / READY_DIR
+    if not (folder / FINETUNE_FILE).is_file():
+        raise ValueError(
+            f"{clipped(visible(str(path)))} is not a finished voice: no {READY_DIR}/{FINETUNE_FILE} (its language and "
+            "text front end). Give a run folder whose training finished or was stopped, or its ready/ folder."
+        )
+    return folder
+
+
+def set_voice_lexicon(run_or_ready: str | os.PathLike, entries_or_file: Any) -> Lexicon:
+    """Set or replace the pronunciation lexicon of a finished voice (a run folder or its ready/): a Lexicon, a file
+    (term<TAB>respelling lines, or JSON; docs/lexicon.md), `{term: respelling}` or a list of records; None or {}
+    removes it. Only ready/finetune.json changes (`text_frontend.lexicon`), written atomically; a bad lexicon is a
+    ValueError naming its line, and nothing is written. Returns the lexicon the voice now has."""
+    ready = voice_ready_dir(run_or_ready)
+    info = read_finetune_info(ready)
+    frontend = read_voice_frontend(ready)
+    lexicon = lexicon_from(entries_or_file, frontend.language)
+    updated = TextFrontEnd(frontend.language, frontend.amharic_g2p, lexicon)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    write_json_atomic(ready / FINETUNE_FILE, {**info, "text_frontend": updated.to_dict(), LEXICON_EDITED: stamp})
+    return lexicon
 
 
 @dataclass

@@ -77,6 +77,11 @@ SETTINGS: dict[str, Setting] = {
             "seed", "Seed", True, 0, 2**32 - 1, 1, 1,
             "The same text, reference and seed give the same speech.",
         ),
+        Setting(
+            "tries", "Tries per sentence", True, 1, 10, 3, 1,
+            "Each sentence is checked as it is spoken (Whisper, stop, length); one that fails is spoken again with "
+            "the next seed, the best kept. 1 checks nothing (utils.model.long_text).",
+        ),
     )
 }  # fmt: skip
 

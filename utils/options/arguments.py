@@ -225,6 +225,16 @@ class TrainArguments:
         minimum=0,
         maximum=8,
     )
+    reference_search: int = option(
+        4,
+        "At the end of the run, reference clips tried on the chosen checkpoint, with a fixed seed, on the scored "
+        "sentences and probes: the run's own clip first, then clean 5-15 s training clips alone and 2-3 of the best "
+        "together; the best combined score goes into ready/ (reference.wav first) and ready/finetune.json 'reference' "
+        "(with every candidate's scores). This many candidates, within quality_eval_share; 0 = off (the run's own "
+        "clip stays). Any finished run: python -m utils.cli choose-reference RUN, or the Test tab.",
+        minimum=0,
+        maximum=9,
+    )
     quality_max_audio_tokens: int = option(
         0,
         "Longest scored clip in GPT audio tokens (~21.5 per second); 0 allows 1.5 times the real clip's length.",
@@ -276,6 +286,13 @@ class TrainArguments:
         "Confirm that `language` is a language XTTS v2 does not speak (nor amh), to be added to the model: its own "
         "token and vocabulary learned from the dataset. Without it such a code is refused, so a typo is not "
         "trained as a new language.",
+    )
+    lexicon_file: str = option(
+        "",
+        "Pronunciation lexicon of the voice: a UTF-8 file of term<TAB>respelling lines (e.g. SQL -> sequel, Nguyen -> "
+        "Win; '#' comments, [xx] for another language's entries; or JSON; docs/lexicon.md), applied to the text before "
+        "the tokenizer in training, the scored evaluation and inference, and kept with the voice in "
+        "ready/finetune.json. With use_amharic_g2p a respelling may be phonemes. Empty: none.",
     )
 
     def __post_init__(self) -> None:

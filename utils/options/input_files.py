@@ -13,9 +13,9 @@ if TYPE_CHECKING:
 
 def check_input_files(args: TrainArguments) -> None:
     """The files the arguments name, where a run starts (TrainArguments itself reads no file): a base model
-    version that is a name, a models folder that takes it, a custom model and a run to resume that exist, and an
-    eval CSV that is not the training CSV. The dataset's rows, the base model
-    and the output folder follow in TrainingRun.check_inputs."""
+    version that is a name, a models folder that takes it, a custom model and a run to resume that exist, a
+    pronunciation lexicon that reads (a bad one refused with its line), and an eval CSV that is not the training
+    CSV. The dataset's rows, the base model and the output folder follow in TrainingRun.check_inputs."""
     if args.custom_model and not Path(args.custom_model).expanduser().is_file():
         raise ValueError(
             f"custom_model not found: {args.custom_model}. Give the path of a model.pth, or '' "
@@ -28,6 +28,10 @@ def check_input_files(args: TrainArguments) -> None:
     check_version_name(args.version, args.models_dir or None)  # a name, never a path ("../../etc")
     if args.models_dir and not args.resume_from:  # a resume reads its version from the run, checked there
         check_models_folder(args.version, args.models_dir)  # a base model is never written among other files
+    if args.lexicon_file:
+        from utils.text.lexicon import read_lexicon_file
+
+        read_lexicon_file(args.lexicon_file, args.language)
     if args.eval_csv and args.train_csv and _same_file(args.eval_csv, args.train_csv):
         raise ValueError(
             f"eval_csv is the training CSV ({args.eval_csv}): the evaluation would score the rows the run "

@@ -10,7 +10,8 @@ Importable from a notebook, each module documented where it is defined:
 - `selection.BestRule` / `combined_score` / `EarlyStopping`: which evaluation is best, and when to stop.
 - `transcript_check.check_transcripts`, `dataset_check.check_dataset`: a dataset checked before training (each
   clip decoded, measured and scored for naturalness in worker processes: `clip_check`, `naturalness_flags`).
-- `compare.compare_with_base`: a fine-tuned run beside its base model, same text, reference and seed.
+- `reference_candidates.reference_pool` / `clean_clips`: the training clips that may become a voice's reference.
+- `sentence_check.SentenceCheck`: a spoken sentence checked as it is spoken (best of N, utils.model.long_text).
 
 During training, `utils.training.evaluation.quality_eval` and `utils.training.evaluation.best_checkpoint` use them at
 each evaluation.

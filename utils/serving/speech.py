@@ -1,8 +1,9 @@
 """Speech for the server: a request's text made into what the model is given (sentences through the run's text front
 end), and the one generation at a time that streams it (XTTS's `inference_stream`).
 
-The text: split into sentences (utils.data.sentences.split_sentences: Latin, CJK, Ethiopic, Arabic and Devanagari
-ends), a sentence over the language's character limit cut at its clauses, then words; each piece through the run's
+The text: cut by the product's one splitter (utils.text.split.speech_pieces, as synthesize cuts it: paragraphs,
+sentences with Latin, CJK, Ethiopic, Arabic and Devanagari ends, a sentence over the language's character limit cut at
+its clauses, then words); each piece through the run's
 `TextFrontEnd.apply` (ready/finetune.json's `text_frontend`, the function `utils.model.inference.synthesize` applies),
 then checked against XTTS's text-token limit. The voice speaks with the run's own sampling settings (ready/config.json,
 read by utils.model.ready.read_inference_settings: chosen at the end of its run, else the base model's).
@@ -21,7 +22,6 @@ import collections
 import contextlib
 import gc
 import logging
-import re
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -29,72 +29,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from utils.data.sentences import split_sentences
 from utils.model import sampling
 from utils.serving.catalog import Model, Voice
 from utils.serving.encoding import Format
 from utils.serving.errors import ApiError
 from utils.serving.options import DEFAULT_CHUNK_TOKENS, DEFAULT_MAX_WAITING
 from utils.text.languages import char_limit
+from utils.text.split import speech_pieces
 
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_S = 30
-_CLAUSE_END = re.compile(r"(?<=[,;:፣፤،、，；])\s*")
 _CONDITIONING_KEPT = 8
-
-
-def _packed(parts: list[str], limit: int, joiner: str) -> list[str]:
-    """Consecutive parts joined into pieces of at most `limit` characters (a longer part stays alone)."""
-    pieces: list[str] = []
-    for part in parts:
-        if pieces and len(pieces[-1]) + len(joiner) + len(part) <= limit:
-            pieces[-1] += joiner + part
-        else:
-            pieces.append(part)
-    return pieces
-
-
-def sentence_pieces(sentence: str, limit: int) -> list[str]:
-    """A sentence cut to pieces of at most `limit` characters: at clause marks (, ; : and their Ethiopic, Arabic and
-    CJK forms), then at spaces, then (a word longer than the limit, or text without spaces) every `limit`."""
-    sentence = sentence.strip()
-    if len(sentence) <= limit:
-        return [sentence] if sentence else []
-    pieces: list[str] = []
-    for clause in _packed([c for c in _CLAUSE_END.split(sentence) if c], limit, " "):
-        if len(clause) <= limit:
-            pieces.append(clause)
-            continue
-        for words in _packed(clause.split(), limit, " "):
-            pieces += [words[i : i + limit] for i in range(0, len(words), limit)]
-    return [p.strip() for p in pieces if p.strip()]
 
 
 def speech_texts(voice: Any, text: str) -> list[str]:
     """The texts the model is given for `text`, in order: its sentences (cut where over the language's character
     limit), each through the voice's text front end (`voice.frontend.apply`, as synthesize applies it). A piece over
     XTTS's text-token limit, or text with nothing to say, is a 400."""
-    frontend, model = voice.frontend, voice.model
+    from utils.model.inference import current_frontend
+
+    frontend, model = current_frontend(voice), voice.model
     chars = char_limit(frontend.language, phonemized=frontend.phonemized)
     token_limit = int(model.args.gpt_max_text_tokens)
     texts = []
-    for number, sentence in enumerate(split_sentences(text), 1):
-        for piece in sentence_pieces(sentence, chars):
-            prepared = frontend.apply(piece).strip()
-            if not prepared:
-                continue
-            # As inference_stream encodes it (stripped, lower case).
-            tokens = len(model.tokenizer.encode(prepared.lower(), lang=frontend.language.split("-")[0]))
-            if tokens >= token_limit:
-                raise ApiError(
-                    400,
-                    f"input: sentence {number} is {tokens} text tokens after the voice's text front end, over XTTS's "
-                    f"limit of {token_limit - 1}: shorten it.",
-                    param="input",
-                    code="sentence_too_long",
-                )
-            texts.append(prepared)
+    for piece in speech_pieces(text, chars):
+        prepared = frontend.apply(piece.text).strip()
+        if not prepared:
+            continue
+        # As inference_stream encodes it (stripped, lower case).
+        tokens = len(model.tokenizer.encode(prepared.lower(), lang=frontend.language.split("-")[0]))
+        if tokens >= token_limit:
+            raise ApiError(
+                400,
+                f"input: sentence {piece.sentence} is {tokens} text tokens after the voice's text front end, over "
+                f"XTTS's limit of {token_limit - 1}: shorten it.",
+                param="input",
+                code="sentence_too_long",
+            )
+        texts.append(prepared)
     if not texts:
         raise ApiError(400, "input has nothing to say: give text with words.", param="input", code="empty_input")
     return texts
@@ -310,10 +283,10 @@ class SpeechService:
     def _conditioning_of(self, voice: Any, chosen: Voice) -> tuple[Any, Any]:
         """The GPT conditioning latent and speaker embedding of a voice (on the CPU; kept for the next request)."""
         from utils.model.inference import conditioning_latents
-        from utils.model.ready import REFERENCE_WAV
+        from utils.model.references import voice_references
 
-        reference = voice.ready_dir / REFERENCE_WAV
-        stamp = reference.stat().st_mtime_ns if chosen.kind == "reference" else 0
+        reference = voice_references(voice.ready_dir)  # the voice's clips: one or several
+        stamp = tuple((c.name, c.stat().st_mtime_ns) for c in reference) if chosen.kind == "reference" else 0
         key = (str(voice.ready_dir), (voice.ready_dir / "model.pth").stat().st_mtime_ns, chosen.kind, chosen.id, stamp)
         if key in self._conditioning:
             self._conditioning.move_to_end(key)

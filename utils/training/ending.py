@@ -1,6 +1,7 @@
 """How a run ends, after its last step: `ready/` exported from the run's chosen checkpoint (a LoRA run's adapter beside
-it), the verdict against the starting weights, sampling settings measured on the exported voice, and the ending
-recorded in run.json and metrics.jsonl. A base class of `TrainingRun` (utils.training.run), whose state it reads."""
+it), the verdict against the starting weights, reference clips and sampling settings measured on the exported voice,
+and the ending recorded in run.json and metrics.jsonl. A base class of `TrainingRun` (utils.training.run), whose state
+it reads."""
 
 from __future__ import annotations
 
@@ -11,17 +12,19 @@ from typing import Any
 
 from utils.model.base_models import BaseModel
 from utils.model.ready import REFERENCE_WAV, export_ready
+from utils.model.references import voice_references
 from utils.options.arguments import TrainArguments
 from utils.text.frontend import TextFrontEnd
 from utils.training.checkpointing.checkpoints import newest_checkpoint
 from utils.training.checkpointing.finish_export import EXPORT_ONLY_MESSAGE
 from utils.training.evaluation.best_checkpoint import CheckpointChoice
 from utils.training.evaluation.inference_search import choose_inference_settings
+from utils.training.evaluation.reference_choice import reference_at_run_end
 from utils.training.evaluation.verdict import run_verdict
 from utils.training.loop.lora import LoraSettings, export_adapter
 from utils.training.loop.setup import TrainingSetup
 from utils.training.recording.outcome import RunOutput
-from utils.training.recording.phase_times import EXPORT, INFERENCE_SEARCH, PhaseTimes
+from utils.training.recording.phase_times import EXPORT, INFERENCE_SEARCH, REFERENCE_CHOICE, PhaseTimes
 from utils.training.recording.run_record import RunStatus, now_iso, update_run
 
 
@@ -78,6 +81,7 @@ class RunEnding:
         )
         adapter = self._export_adapter(base, checkpoint)
         self.phase_times.add(EXPORT, self.phase_times.clock() - exporting)
+        self._choose_reference(ready, status)
         inference = self._choose_inference(ready, status)
         update_run(self.run_dir, inference=inference, **({"verdict": verdict} if verdict else {}))
         self.phase_times.end()
@@ -121,6 +125,16 @@ class RunEnding:
         if trainer.stop_reason:
             message = trainer.stop_reason + f" Checkpoint saved: {trainer.stop_checkpoint}" + skipped
         return message + (f" {verdict['text']}" if verdict else "")
+
+    def _choose_reference(self, ready: Path, status: RunStatus) -> None:
+        """The voice's reference clips chosen by measurement on ready/ (utils.training.evaluation.reference_choice),
+        or why not, in ready/finetune.json; the sampling search that follows speaks with them."""
+        choosing = self.phase_times.clock()
+        interrupted = status is RunStatus.INTERRUPTED
+        reference_at_run_end(ready, self.choice, self.args.reference_search, self.args.seed, interrupted)
+        if self.choice is not None and self.choice.evaluator is not None:
+            self.choice.evaluator.reference_wav = voice_references(ready)
+        self.phase_times.add(REFERENCE_CHOICE, self.phase_times.clock() - choosing)
 
     def _choose_inference(self, ready: Path, status: RunStatus) -> dict[str, Any]:
         """Sampling settings measured on the ready/ voice, written into it

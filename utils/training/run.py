@@ -103,7 +103,7 @@ class TrainingRun(RunEnding):
         self.progress = progress
         self.should_stop = StopFlag(should_stop)
         self.language = canonical_language(args.language)
-        self.frontend = TextFrontEnd(self.language, args.use_amharic_g2p)
+        self.frontend = TextFrontEnd.for_run(self.language, args.use_amharic_g2p, args.lexicon_file)
         # Rank 0 alone checks: the other ranks start once rank 0 has already marked the run as starting.
         self.resume_point = (
             resume_point(args.resume_from, refuse_active=distributed.is_main_process()) if args.resume_from else None
@@ -145,7 +145,12 @@ class TrainingRun(RunEnding):
             check_checkpoint_file(Path(self.args.custom_model).expanduser(), "custom_model")
         models_dir = self.args.models_dir or None
         options = text_check_options(
-            self.args.version, self.language, self.args.use_amharic_g2p, self.args.custom_model, models_dir
+            self.args.version,
+            self.language,
+            self.args.use_amharic_g2p,
+            self.args.custom_model,
+            models_dir,
+            lexicon_file=self.args.lexicon_file,
         )
         report = validate_dataset(
             self.args.train_csv,

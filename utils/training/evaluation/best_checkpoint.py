@@ -88,6 +88,9 @@ class CheckpointChoice:
         self._scoring: threading.Thread | None = None
         self._scored: tuple[dict[str, Any], dict[str, Any]] | None = None  # (quality fields, record fields)
         self._phase_times: Any = None
+        # Training clips that may become the voice's reference, taken while the dataset is as validated; measured
+        # at the run's end (utils.training.evaluation.reference_choice).
+        self.reference_pool: list[list[tuple[str, float]]] = []
         self._restore()
 
     def _restore(self) -> None:
@@ -321,6 +324,7 @@ def checkpoint_choice(
     """The run's CheckpointChoice from its TrainArguments (quality_eval, best_by, early_stop_patience,
     whisper_model, quality_max_audio_tokens); the sentences it speaks are recorded in run.json `quality`;
     `generation_batch`: rows generated together (0: all; utils.training.loop.auto_batch.plan_generation_batch)."""
+    from utils.quality.reference_candidates import reference_pool
     from utils.training.evaluation.probe_eval import probe_rows, speaking_pace
     from utils.training.evaluation.quality_eval import pick_eval_sentences
 
@@ -352,6 +356,9 @@ def checkpoint_choice(
                 generation_batch=generation_batch or None,
             ),
         )
-    return CheckpointChoice(
+    choice = CheckpointChoice(
         args.best_by, args.early_stop_patience, run_dir, metrics, evaluator, scoring_share=args.quality_eval_share
     )
+    if evaluator is not None and args.reference_search:
+        choice.reference_pool = reference_pool(report, args.seed)
+    return choice

@@ -190,7 +190,7 @@ class QualityEvaluator:
         self,
         sentences: list[EvalSentence],
         run_dir: Path,
-        reference_wav: Path,
+        reference_wav: Path | list[Path],
         language: str,
         *,
         seed: int,
@@ -201,7 +201,7 @@ class QualityEvaluator:
     ) -> None:
         self.sentences = sentences
         self.run_dir = Path(run_dir)
-        self.reference_wav = Path(reference_wav)
+        self.reference_wav = reference_wav  # one clip or several (utils.model.inference.conditioning_latents)
         self.language = language
         self.seed = seed
         self.whisper_model = whisper_model
@@ -231,9 +231,10 @@ class QualityEvaluator:
             return self.max_audio_tokens
         return math.ceil(sentence.seconds * TOKENS_PER_SECOND * AUTO_CAP_FACTOR) + AUTO_CAP_EXTRA_TOKENS
 
-    def generate(self, xtts: Any, step: int, sampling: dict[str, Any] | None = None) -> Spoken:
+    def generate(self, xtts: Any, step: int, sampling: dict[str, Any] | None = None, reference: Any = None) -> Spoken:
         """The sentences' and probes' GPT latents with the current weights, `generation_batch` rows at a time (the
-        part that needs them); `sampling`: generate_latents' sampling keywords (its defaults otherwise). Never raises
+        part that needs them); `sampling`: generate_latents' sampling keywords (its defaults otherwise); `reference`:
+        other clips to speak with than the run's (utils.training.evaluation.reference_choice tries some). Never raises
         for a model problem: the Spoken says why."""
         from utils.model.inference import conditioning_latents
 
@@ -244,7 +245,7 @@ class QualityEvaluator:
             with speaking(xtts, decoder_to_gpt=False) as model:
                 probes, skipped = speakable(model, self.probes, self.language)
                 rows = [*self.sentences, *probes]
-                latent, speaker = conditioning_latents(model, self.reference_wav)
+                latent, speaker = conditioning_latents(model, reference or self.reference_wav)
                 latents = self._latents(model, rows, latent, step, sampling or {})
         except Exception as exc:
             log.warning("Quality evaluation at step %d: generation failed: %s", step, exc, exc_info=True)

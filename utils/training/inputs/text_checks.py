@@ -12,13 +12,20 @@ from utils.text.languages import canonical_language
 
 
 def text_check_options(
-    version: str, language: str, use_amharic_g2p: bool = False, custom_model: str = "", models_dir: str | None = None
+    version: str,
+    language: str,
+    use_amharic_g2p: bool = False,
+    custom_model: str = "",
+    models_dir: str | None = None,
+    *,
+    lexicon_file: str = "",
 ) -> dict[str, Any]:
     """validate_dataset's keywords that check text exactly as a run with these settings will see it:
-    through its front end, and against its vocab when that is on disk (a custom model's, else the
-    base's; the tiny model's vocab is built alone, without the model). Raises ValueError for an unknown version."""
+    through its front end (its pronunciation lexicon included), and against its vocab when that is on disk (a
+    custom model's, else the base's; the tiny model's vocab is built alone, without the model). Raises ValueError
+    for an unknown version or a lexicon_file that does not read."""
     check_version_name(version, models_dir)
-    frontend = TextFrontEnd(canonical_language(language), use_amharic_g2p)
+    frontend = TextFrontEnd.for_run(canonical_language(language), use_amharic_g2p, lexicon_file)
     custom_vocab = Path(custom_model).expanduser().parent / "vocab.json" if custom_model else None
     if custom_vocab is not None and custom_vocab.is_file():
         vocab: Path | None = custom_vocab

@@ -1,5 +1,5 @@
 """Where a run's wall time goes: seconds per phase (startup, training steps, data, eval loss, scored
-evaluation, saves, export, inference search), recorded in run.json `timings` when the run ends.
+evaluation, saves, export, reference choice, inference search), recorded in run.json `timings` when the run ends.
 
 Phases nest and are exclusive: a phase entered inside another pauses it (a checkpoint written from a step's
 callback counts as a save, not as training), so the phases of the training thread add up to the wall time.
@@ -29,6 +29,7 @@ SCORED_EVAL = "scored_eval"  # speaking the held-out sentences (and scoring them
 SCORING_WAIT = "scoring_wait"  # waiting for a background scoring's result (at the run's end)
 SAVES = "saves"  # checkpoint and best-model writes: the copy taken in the loop, and any wait for a write
 EXPORT = "export"  # ready/ (and a LoRA adapter) written after training
+REFERENCE_CHOICE = "reference_choice"  # reference clips tried on ready/ (utils.training.evaluation.reference_choice)
 INFERENCE_SEARCH = "inference_search"  # sampling settings tried on ready/ (utils.training.evaluation.inference_search)
 OTHER = "other"  # the rest of the loop (epoch bookkeeping, the choice of the best model, run records)
 

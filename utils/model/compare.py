@@ -1,7 +1,7 @@
 """A fine-tuned voice beside its base model: the same text, reference clip and seed, both scored.
 
     from utils.quality.asr import get_transcriber
-    from utils.quality.compare import compare_with_base
+    from utils.model.compare import compare_with_base
 
     result = compare_with_base("output/my-run", "Hello, this is my voice.", seed=3,
                                transcriber=get_transcriber("small"))
@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from utils.data.transcription import Transcriber
-from utils.model.ready import REFERENCE_WAV, read_finetune_info
+from utils.model.ready import read_finetune_info
+from utils.model.references import reference_paths, voice_references
 from utils.quality.scoring import ClipScore, score_clips
 
 
@@ -86,7 +87,7 @@ def compare_with_base(
     text: str,
     *,
     language: str | None = None,
-    reference_wav: str | os.PathLike | None = None,
+    reference_wav: str | os.PathLike | list[str | os.PathLike] | None = None,
     seed: int = 1,
     transcriber: Transcriber | None = None,
     whisper_model: str | None = None,
@@ -105,12 +106,13 @@ def compare_with_base(
         raise ValueError("Text is empty: type what the voices should say.")
     ready = find_ready_dir(model_path)
     info = read_finetune_info(ready)
-    reference = Path(reference_wav) if reference_wav else ready / REFERENCE_WAV
+    references = reference_paths(reference_wav) or voice_references(ready)  # one clip or several
+    reference = references[0]
     language = language or info.get("language") or "en"
     folder = Path(output_dir) if output_dir else Path(tempfile.mkdtemp(prefix="xtts-compare-"))
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"{ready.parent.name}-seed{seed}"
-    options = {**sampling, "language": language, "reference_wav": reference, "seed": int(seed)}
+    options = {**sampling, "language": language, "reference_wav": references, "seed": int(seed)}
     finetuned = _speak("fine-tuned", ready, text, folder / f"{stem}-finetuned.wav", options)
     version = info.get("base_version")
     if not version:
@@ -128,7 +130,7 @@ def compare_with_base(
     report = score_clips(
         [(side.file, text.strip()) for side in spoken],
         language=language,
-        reference_clips=[reference],
+        reference_clips=references,
         transcriber=transcriber,
         no_transcriber_reason=why,
     )
