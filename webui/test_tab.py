@@ -286,13 +286,14 @@ def create_test_tab(ctx: UIContext) -> dict[str, Any]:
                 ctx, ui["run"], ui["ready_path"], ui["whisper_model"], ui["reference"]
             )
         )
+        # Inside the tab: a component left directly in gr.Tabs takes a tab's slot (the bar shows a tab twice).
+        filled = gr.State("")
     run, ready_path = ui["run"], ui["ready_path"]
     ui["refresh_runs"].click(
         lambda: gr.update(choices=ctx.run_choices(ready_only=True)), None, run, api_visibility="undocumented"
     )
     # The form follows the run shown: picked, typed, or put there by the page itself (on load, or when a run ends),
     # which fires no change event: the page runs `fill` after those too (webui.ui).
-    filled = gr.State("")
     fill = (
         functools.partial(fill_for_run, ctx),
         [run, ready_path, filled],

@@ -46,6 +46,10 @@ COMMON = dict(
     num_workers=0,
     print_step=50,
     devices="cpu,cpu",
+    # Rank 0 scores each evaluation while rank 1 waits for it, as in a real run, but one sentence and clips of 10
+    # audio tokens: the default (3 sentences, probes spoken up to ~14 s) costs 30-60 s per evaluation on 2 cores.
+    quality_eval=1,
+    quality_max_audio_tokens=10,
 )
 
 
@@ -347,6 +351,10 @@ def test_a_killed_launcher_makes_the_ranks_stop_with_a_checkpoint(tmp_path, tiny
         "--no-enable-mixed-precision",
         "--num-workers",
         "0",
+        "--quality-eval",  # scored evaluations, cheap ones (see COMMON)
+        "1",
+        "--quality-max-audio-tokens",
+        "10",
     ]
     launcher = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     progress = (folder_growth(tmp_path / "out"), cpu_seconds(launcher))
@@ -382,13 +390,12 @@ def test_early_stopping_decided_on_rank_zero_stops_every_rank_after_the_same_ste
     Only rank 0 evaluates; both ranks must stop together at the next step, with a checkpoint and the reason."""
     csv_path = write_dataset(tmp_path / "data", n=14)
     result = train_gpt(
-        **{**COMMON, "grad_acumm": 1, "save_step": 100},
+        **{**COMMON, "grad_acumm": 1, "save_step": 100, "quality_eval": 0},
         train_csv=str(csv_path),
         output_path=str(tmp_path / "out"),
         learning_rate=1e-30,  # far below float32 resolution of the weights: they never change (0 is refused)
         best_by="eval_loss",
         early_stop_patience=1,
-        quality_eval=0,
     )
     run = read_run(result.run_dir)
     trace = read_trace(traced)

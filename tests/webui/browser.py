@@ -95,15 +95,30 @@ def _retrying(action: Callable[[], Any], attempts: int = 6) -> Any:
     return None
 
 
+def visible_buttons(driver, label: str, starts: bool = False) -> list[Any]:
+    """The buttons a person sees labelled `label` (or whose label starts with it), in page order. Found by one
+    script in the page: asking WebDriver for each of the page's buttons' text and visibility took ~0.6 s a look."""
+    return driver.execute_script(
+        """
+        const [label, starts] = arguments;
+        const seen = (b) => [...b.getClientRects()].some(r => r.width > 0 && r.height > 0)
+            && b.checkVisibility({checkOpacity: true, checkVisibilityCSS: true});
+        return [...document.getElementsByTagName('button')].filter(b => {
+            const text = b.innerText.trim();
+            return (starts ? text.startsWith(label) : text === label) && seen(b);
+        });
+        """,
+        label,
+        starts,
+    )
+
+
 def click_button(driver, label: str, stall: float = 120.0) -> None:
     """Click the visible button labelled `label`, waiting for it (a just-unfolded accordion renders its content
     late on a loaded machine)."""
-    from selenium.webdriver.common.by import By
 
     def click() -> bool:
-        buttons = [
-            b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == label and b.is_displayed()
-        ]
+        buttons = visible_buttons(driver, label)
         if not buttons:
             return False
         driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", buttons[0])
@@ -116,12 +131,9 @@ def click_button(driver, label: str, stall: float = 120.0) -> None:
 def open_accordion(driver, prefix: str, stall: float = 120.0) -> None:
     """Unfold the accordion whose label starts with `prefix` (its header also holds an arrow), and see it open:
     a click that lands before the page's scripts are ready does nothing, so it is clicked again."""
-    from selenium.webdriver.common.by import By
 
     def unfold() -> bool:
-        headers = [
-            b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.startswith(prefix) and b.is_displayed()
-        ]
+        headers = visible_buttons(driver, prefix, starts=True)
         if not headers:
             return False
         if "open" in (headers[0].get_attribute("class") or "").split():
@@ -307,9 +319,7 @@ def check_dataset(driver, csv_path: Any) -> None:
 
 def button_enabled(driver, label: str) -> bool | None:
     """Whether the visible button labelled `label` can be pressed (None: no such button)."""
-    from selenium.webdriver.common.by import By
-
-    buttons = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == label and b.is_displayed()]
+    buttons = visible_buttons(driver, label)
     return buttons[0].is_enabled() if buttons else None
 
 
