@@ -88,12 +88,18 @@ def _try(evaluator: Any, model: Any, index: int, settings: dict[str, Any], folde
         -1,
         sampling={k: settings[k] for k in ("temperature", "repetition_penalty", "top_p", "top_k", "length_penalty")},
     )
-    quality = dataclasses.replace(spoken, folder=folder / f"candidate_{index}").finish()
+    return {"settings": settings, **scored_candidate(spoken, folder / f"candidate_{index}", started)}
+
+
+def scored_candidate(spoken: Any, folder: Path, started: float) -> dict[str, Any]:
+    """A candidate's spoken clips (an evaluator's `generate`) scored into `folder`: its scores, score and what it was
+    scored on, its clips (probes included), the reasons of any left unscored, and the seconds since `started`. The
+    settings search and the reference choice record their candidates alike."""
+    quality = dataclasses.replace(spoken, folder=folder).finish()
     scores = {name: quality.get(name) for name in SCORES}
     score, basis = search_score(scores)
     files = quality.get("files", []) + [p["file"] for p in quality.get("probes") or [] if p.get("file")]
     return {
-        "settings": settings,
         "scores": scores,
         "score": None if score is None else round(score, 4),
         "scored_on": basis,

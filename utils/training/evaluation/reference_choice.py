@@ -21,7 +21,6 @@ candidates stay within the run's scoring budget (quality_eval_share) as the infe
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import itertools
 import logging
@@ -43,7 +42,7 @@ from utils.model.references import (
     write_voice_references,
 )
 from utils.quality.reference_candidates import ReferenceClip, clean_clips
-from utils.training.evaluation.inference_search import SCORES, search_score
+from utils.training.evaluation.inference_search import scored_candidate
 from utils.training.recording.run_record import RUN_FILE, now_iso
 
 log = logging.getLogger(__name__)
@@ -160,21 +159,8 @@ def _try(
     """One candidate spoken and scored: its clips, scores, score and generated clips."""
     started = time.monotonic()
     spoken = evaluator.generate(model, -1, sampling=settings, reference=clips)
-    quality = dataclasses.replace(spoken, folder=folder / f"candidate_{index}").finish()
-    scores = {name: quality.get(name) for name in SCORES}
-    score, basis = search_score(scores)
-    files = quality.get("files", []) + [p["file"] for p in quality.get("probes") or [] if p.get("file")]
-    return {
-        "kind": kind,
-        "clips": sources,
-        "clip_seconds": _seconds(clips),
-        "scores": scores,
-        "score": None if score is None else round(score, 4),
-        "scored_on": basis,
-        "files": files,
-        "reasons": quality.get("reasons", []),
-        "seconds": round(time.monotonic() - started, 2),
-    }
+    scored = scored_candidate(spoken, folder / f"candidate_{index}", started)
+    return {"kind": kind, "clips": sources, "clip_seconds": _seconds(clips), **scored}
 
 
 def choose_voice_reference(
