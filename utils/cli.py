@@ -7,6 +7,8 @@ python -m utils.cli export output/<run> --profile alltalk --name Narrator
 python -m utils.cli serve output/ --port 8000 --api-key KEY
 python -m utils.cli choose-reference output/<run> --candidates 4 --sentences 3
 python -m utils.cli speak output/<run> --text-file chapter.txt --out chapter.wav --tries 3
+python -m utils.cli sweep --train-csv data/metadata.csv --trials 8 --space learning_rate=1e-6:1e-4
+python -m utils.cli runs output/ --sort combined
 """
 
 from __future__ import annotations
@@ -47,8 +49,10 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _add_train_options(parser: argparse.ArgumentParser) -> None:
+def _add_train_options(parser: argparse.ArgumentParser, leave_out: tuple[str, ...] = ()) -> None:
     for f in fields(TrainArguments):
+        if f.name in leave_out:
+            continue
         default = f.default if f.default is not MISSING else None
         spec = option_of(f.name)
         bounds = (
@@ -156,7 +160,53 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_options(serve)
     _add_choose_reference(commands, declared)
     _add_speak(commands)
+    _add_sweep(commands)
+    runs = commands.add_parser(
+        "runs",
+        help="Every run of an output folder side by side: settings, best scores, verdict against the base model, "
+        "time, memory, sweep trial, blind-listening tally.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    runs.add_argument("output", nargs="?", default=declared["output_path"], help="The output folder.")
+    runs.add_argument("--sort", default="combined", help="The column to sort by, best first.")
+    runs.add_argument("--json", action="store_true", help="Print every column of every run as JSON.")
     return parser
+
+
+# train_gpt's options a sweep sets per trial itself (devices names the sweep's parallel slots instead).
+SWEEP_SETS = ("best_by", "resume_from", "quality_baseline_from", "devices", "run_name")
+
+
+def _add_sweep(commands: Any) -> None:
+    sweep = commands.add_parser(
+        "sweep",
+        help="A scored sweep of train_gpt's settings (Optuna): which make the voice better than the base model "
+        "(docs/quality.md#a-sweep-settings-that-beat-the-base-model). Ctrl-C stops; the same command resumes.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    sweep.add_argument(
+        "--space",
+        action="append",
+        default=None,
+        help="A dimension: name=low:high or name=a,b (repeat). Default: learning_rate, num_epochs, lora_rank.",
+    )
+    sweep.add_argument("--trials", type=int, default=8, help="Finished trials the study should hold (0: no limit).")
+    sweep.add_argument("--minutes", type=float, default=None, help="Wall time of this process, at most.")
+    sweep.add_argument("--gpu-hours", type=float, default=None, help="Device hours of the study's trials, at most.")
+    sweep.add_argument(
+        "--rule", default="combined", help="The objective: combined, cer, similarity, naturalness, eval_loss."
+    )
+    sweep.add_argument("--study-name", default="sweep", help="The study's name in its storage.")
+    sweep.add_argument("--storage", default="", help="An Optuna storage URL (default SQLite in OUTPUT/sweeps/).")
+    sweep.add_argument("--first-trial", action="append", default=None, help="Settings to try first, as JSON (repeat).")
+    sweep.add_argument("--memory-limit-gib", type=float, default=None, help="Refuse trials planned above it.")
+    sweep.add_argument(
+        "--devices", default="", help="One trial per device at a time: '0,1' (default every GPU, else one CPU)."
+    )
+    _add_train_options(sweep, leave_out=SWEEP_SETS)
+    from utils.sweep.space import TRIAL_DEFAULTS  # the declarations only: no model library
+
+    sweep.set_defaults(**TRIAL_DEFAULTS)  # the API's: a study run from both has one definition
 
 
 def _add_choose_reference(commands: Any, declared: dict[str, Any]) -> None:
@@ -318,6 +368,71 @@ def _speak(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from utils.sweep.sweep import sweep_gpt
+
+    options = {f.name: getattr(args, f.name) for f in fields(TrainArguments) if f.name not in SWEEP_SETS}
+    first = None
+    if args.first_trial:
+        try:
+            first = [json.loads(text) for text in args.first_trial]
+        except ValueError as exc:
+            raise ValueError(f"--first-trial takes JSON such as '{{\"learning_rate\": 1e-5}}': {exc}") from None
+
+    def progress(event: dict[str, Any]) -> None:
+        shown = {k: v for k, v in event.items() if k not in ("event", "time")}
+        print(f"[sweep] {event.get('event')}: {json.dumps(shown, default=str)}", flush=True)
+
+    result = sweep_gpt(
+        space=args.space,
+        trials=args.trials or None,
+        minutes=args.minutes,
+        gpu_hours=args.gpu_hours,
+        rule=args.rule,
+        study_name=args.study_name,
+        storage=args.storage,
+        first_trials=first,
+        memory_limit_gib=args.memory_limit_gib,
+        devices=args.devices or None,
+        progress=progress,
+        **options,
+    )
+    print(result.to_markdown())
+    return 0
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from utils.sweep.runs import compare_runs
+
+    frame = compare_runs(args.output, args.sort)
+    if args.json:
+        print(frame.to_json(orient="records", indent=2))
+        return 0
+    if frame.empty:
+        print(f"No runs in {visible(args.output)}.")
+        return 0
+    shown = [
+        "run",
+        "status",
+        "sweep",
+        "trial",
+        "epochs",
+        "learning_rate",
+        "lora_rank",
+        "cer",
+        "similarity",
+        "naturalness",
+        "babble",
+        "combined",
+        "better_than_base",
+        "minutes",
+        "listening",
+    ]
+    cell = lambda v: "-" if v is None or v != v or v == "" else f"{v:.4g}" if isinstance(v, float) else str(v)
+    print(frame[shown].map(cell).to_string(index=False))
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     from utils.serving.server import serve
 
@@ -331,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
         commands = {"validate": _validate, "prepare": _prepare, "train": _train, "export": _export, "serve": _serve}
         commands["choose-reference"] = _choose_reference
         commands["speak"] = _speak
+        commands["sweep"] = _sweep
+        commands["runs"] = _runs
         return commands[args.command](args)
     except Exception as exc:  # every error, a missing model or file, a bad value: one line
         if args.traceback:

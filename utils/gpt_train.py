@@ -16,7 +16,7 @@ from utils.text.visible import with_visible_errors
 from utils.training.ranks import distributed
 from utils.training.recording.outcome import TrainResult
 
-__all__ = ["TrainResult", "estimate_gpt_memory", "fit_my_gpu", "train_gpt"]
+__all__ = ["TrainResult", "compare_runs", "estimate_gpt_memory", "fit_my_gpu", "sweep_gpt", "train_gpt"]
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 # train_gpt's positional parameters are TrainArguments' first fields: names, order, types and defaults as declared
@@ -98,3 +98,23 @@ def fit_my_gpu(*args: Any, card_gb: float | None = None, free_bytes: int | None 
     from utils.memory_plan.fit_gpu import fit_my_gpu as fit
 
     return fit(*args, card_gb=card_gb, free_bytes=free_bytes, **kwargs)
+
+
+@with_visible_errors
+def sweep_gpt(**kwargs: Any) -> Any:
+    """A scored sweep of train_gpt's settings on Optuna: trials are ordinary runs, the base model scored once, a trial
+    that falls behind pruned with its checkpoint, the study resumable and shareable:
+    `result = sweep_gpt(train_csv=..., version="v2.0.2", trials=8, space={"learning_rate": (1e-6, 1e-4)});
+    print(result.to_markdown())`. See utils.sweep.sweep.sweep_gpt for every option."""
+    from utils.sweep.sweep import sweep_gpt as sweep
+
+    return sweep(**kwargs)
+
+
+@with_visible_errors
+def compare_runs(output_dir: str = "./output", sort_by: str = "combined") -> Any:
+    """Every run of an output folder side by side (a pandas DataFrame): settings, best scores, verdict against the
+    base model, time, memory, sweep trial and blind-listening tally, best first. See utils.sweep.runs."""
+    from utils.sweep.runs import compare_runs as compare
+
+    return compare(output_dir, sort_by)

@@ -16,9 +16,10 @@ from typing import Any
 from utils.device.gpu import detect_gpu
 from utils.model.base_models import models_root
 from utils.model.ready import READY_DIR
+from utils.sweep.job import SweepJob
+from utils.training.process.runner import TrainingRunner
 from utils.training.recording.run_record import list_runs, load_run
 from webui.paths import AppRoots
-from webui.runner import TrainingRunner
 
 GPU_QUEUE = "gpu"  # concurrency_id: training start and synthesis share the GPU, one job at a time
 # CPU work (the dataset checks, Prepare, a transcription while a run trains) is in no shared queue: it runs beside
@@ -33,6 +34,11 @@ class UIContext:
     components: dict[str, Any] = field(default_factory=dict)
     # Held by GPU work outside the GPU queue (a transcription on a free GPU): Start waits for it.
     gpu_work: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    sweep: SweepJob = field(default_factory=SweepJob, repr=False)  # the Runs tab's sweep: its trials are runs too
+
+    def training_active(self) -> bool:
+        """A run of the Fine-tune tab, or a sweep's trials, is training."""
+        return self.runner.is_active() or self.sweep.active
 
     @property
     def roots(self) -> AppRoots:
@@ -41,7 +47,7 @@ class UIContext:
     def gpu_in_use_by_training(self) -> str:
         """Why GPU work of the page (speech, transcription) must wait, or "": a training run, in its own
         process, holds the GPU, and a second model there could end it with out-of-memory."""
-        if self.runner.is_active() and detect_gpu().available:
+        if self.training_active() and detect_gpu().available:
             return "A training run is using the GPU: stop it or wait for it to end, then try again."
         return ""
 
@@ -49,9 +55,9 @@ class UIContext:
     def gpu_work_or_cpu(self) -> Iterator[str]:
         """The device for work that can use either: "cuda" while holding gpu_work when a GPU is there and no run
         trains on it (Start waits until it is done), else "cpu" at once, beside the run."""
-        if detect_gpu().available and not self.runner.is_active():
+        if detect_gpu().available and not self.training_active():
             self.gpu_work.acquire()
-            if not self.runner.is_active():  # a run did not start meanwhile
+            if not self.training_active():  # a run did not start meanwhile
                 try:
                     yield "cuda"
                 finally:

@@ -61,7 +61,7 @@ def export_handler(
     if exported.not_carried:
         said.append("**Will not carry over:**\n" + "\n".join(f"- {shown(note)}" for note in exported.not_carried))
     if delete_checkpoints:
-        if ctx.runner.is_active():
+        if ctx.training_active():
             said.append("Checkpoints kept: a training run is active.")
         elif ctx.output_dir not in run_dir.resolve().parents or not (run_dir / RUN_FILE).is_file():
             said.append(f"Checkpoints kept: {shown(run_dir)} is not a run of this app (under {shown(ctx.output_dir)}).")

@@ -133,6 +133,8 @@ def start_run(ctx: UIContext, values: dict[str, Any]) -> str:
         raise page_error(exc) from exc
     if ctx.runner.is_active():
         raise gr.Error("A training run is already active; stop it or wait for it to end.")
+    if ctx.sweep.active:
+        raise gr.Error("A sweep is training (5. Runs): stop it or wait for it to end.")
     if not (arguments.custom_model or arguments.resume_from):
         base_model_view.check_base_model(arguments.version)
     roots = [str(root) for root in ctx.roots.audio_roots(arguments.train_csv, arguments.eval_csv)]

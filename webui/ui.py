@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import gradio as gr
@@ -9,16 +10,18 @@ import gradio as gr
 from utils.device.gpu import detect_gpu
 from utils.model.base_models import TINY, version_choices
 from utils.text.languages import LANGUAGE_CHOICES
-from webui import form
+from utils.training.process.runner import TrainingRunner
+from webui import form, sweep_view
 from webui.context import UIContext
 from webui.dataset_tab import create_dataset_tab
 from webui.export_tab import create_export_tab
-from webui.runner import TrainingRunner
+from webui.runs_tab import create_runs_tab, table_if_changed
 from webui.test_tab import create_test_tab
 from webui.train_tab import create_train_tab, form_on_load, register_status_api
 
 CSS = """
 #memory-panel { font-variant-numeric: tabular-nums; }
+#runs-table th, #runs-table th * { white-space: nowrap; }
 """
 
 
@@ -78,7 +81,21 @@ def build_ui(
             create_train_tab(ctx)
             create_test_tab(ctx)
             create_export_tab(ctx)
+            create_runs_tab(ctx)
         register_status_api(ctx)
+        # A reload shows the runs as they are now, and follows a sweep still running.
+        demo.load(
+            functools.partial(table_if_changed, ctx),
+            [ctx["runs.sort_by"], ctx["runs.seen"]],
+            ctx["runs.refreshed"],
+            api_visibility="undocumented",
+        )
+        demo.load(
+            functools.partial(sweep_view.follow, ctx),
+            None,
+            [ctx["runs.sweep_status"], ctx["runs.sweep_timer"], ctx["runs.sweep_ended"]],
+            api_visibility="undocumented",
+        )
         # Opening or reloading the page shows the active run's settings in the form and lists the runs; the
         # timer's first tick re-attaches the live view to a running (or the last) run.
         form_components = [ctx[f"form.{cid}"] for cid in form.form_ids()]

@@ -127,9 +127,9 @@ def test_a_lexicon_set_on_the_voice_survives_its_run_rewriting_ready(voice_copy)
 def test_the_page_saves_previews_and_refuses_with_the_line(voice_copy):
     import gradio as gr
 
+    from utils.training.process.runner import TrainingRunner
     from webui.context import UIContext
     from webui.lexicon_view import lexicon_loaded, lexicon_preview, lexicon_saved
-    from webui.runner import TrainingRunner
 
     output = voice_copy.parent
     ctx = UIContext(output_dir=output, runner=TrainingRunner(output), data_dirs=())

@@ -53,10 +53,10 @@ def test_auto_is_accepted_by_the_cli_and_the_declaration_only_as_a_word():
 
 
 def test_the_fine_tune_tab_plans_memory_for_the_form(tmp_path, tiny_base):
+    from utils.training.process.runner import TrainingRunner
     from webui.context import UIContext
     from webui.form import form_values
     from webui.plan_view import batch_markdown, memory_plan_markdown
-    from webui.runner import TrainingRunner
 
     ctx = UIContext(output_dir=tmp_path / "out", runner=TrainingRunner(tmp_path / "out"))
     text = memory_plan_markdown(ctx, form_values(TrainArguments(version="tiny", batch_size=2)))

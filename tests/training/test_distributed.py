@@ -259,8 +259,8 @@ def test_a_killed_rank_fails_the_run_cleanly_keeping_the_last_checkpoint(stopped
 def test_the_web_runner_resumes_mid_epoch_to_the_end_with_memory_per_rank(stopped_run, traced):
     """Launch 3: the web app's runner (its spawned child calls train_gpt) resumes from the checkpoint after 3 steps,
     half way through the second epoch: each rank trains the rest of that epoch's shard, then to the end."""
+    from utils.training.process.runner import TrainingRunner
     from webui.run_view import memory_markdown
-    from webui.runner import TrainingRunner
 
     run_dir = stopped_run["run_dir"]
     arguments = TrainArguments(

@@ -151,7 +151,7 @@ def test_an_out_of_memory_step_is_trained_again_in_halves_and_the_run_finishes(r
 
 @pytest.mark.slow
 def test_the_page_shows_the_message_while_the_run_goes_on(recovered, tmp_path):
-    from webui.runner import TrainingRunner
+    from utils.training.process.runner import TrainingRunner
 
     result, _, _ = recovered
     runner = TrainingRunner(tmp_path)
@@ -186,8 +186,8 @@ def test_a_resume_continues_at_the_micro_batch_the_run_reached(recovered):
 
 @pytest.mark.slow
 def test_out_of_memory_at_one_clip_stops_with_a_checkpoint_and_what_fits(tiny_base, tmp_path):
+    from utils.training.process.runner import TrainingRunner
     from utils.training.process.worker import result_record
-    from webui.runner import TrainingRunner
 
     csv_path = write_dataset(tmp_path / "data", n=12)
     with InjectedOutOfMemory(after=3) as injected:  # three steps of 2 clips, then nothing fits

@@ -102,7 +102,7 @@ def test_another_lora_alpha_or_rank_is_another_run_and_the_same_settings_written
 def test_a_run_folder_whose_result_or_stop_file_is_a_folder_is_refused_by_name(finished_run, name):
     """Issue 30, unclear: the web app answered Gradio's generic error (IsADirectoryError while clearing the stale
     file), and a `stop` folder would have stopped every resumed session at its first step."""
-    from webui.runner import TrainingRunner
+    from utils.training.process.runner import TrainingRunner
 
     folder, csv_path, run_dir = finished_run
     (run_dir / name / "inside").mkdir(parents=True)

@@ -17,8 +17,8 @@ from utils.files import read_jsonl
 from utils.model.inference import synthesize
 from utils.model.ready import INFERENCE_DEFAULTS
 from utils.quality.asr import bundled_whisper_dir
+from utils.training.process.runner import TrainingRunner
 from webui.context import UIContext
-from webui.runner import TrainingRunner
 
 pytestmark = pytest.mark.slow  # one epoch, a baseline, a final evaluation and two candidates: ~2 min here
 

@@ -15,9 +15,10 @@ from tests.helpers import wait_until
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
-TAB_NAMES = ("Dataset", "Fine-tune", "Test", "Export")
-# Every order of the four tabs appears in this sequence of 33 clicks (a superpermutation of 1234).
-EVERY_ORDER = "123412314231243121342132413214321"
+TAB_NAMES = ("Dataset", "Fine-tune", "Test", "Export", "Runs")
+# Every order of the first four tabs appears in this sequence of clicks (a superpermutation of 1234), then every move
+# to and from the fifth.
+EVERY_ORDER = "123412314231243121342132413214321" + "52535451"
 
 
 def start_chromium(profile: Path, width: int = 1400, height: int = 2200) -> Any:

@@ -88,11 +88,11 @@ def studio(tmp_path_factory, tiny_base):
         server.close()
 
 
-def test_the_tab_bar_keeps_four_tabs_whatever_the_order_of_visits(studio):
+def test_the_tab_bar_keeps_its_tabs_whatever_the_order_of_visits(studio):
     _, driver, _ = studio
     expected = [f"{i}. {name}" for i, name in enumerate(TAB_NAMES, 1)]
     assert tab_labels(driver) == expected
-    for digit in EVERY_ORDER:  # every order of the four tabs, as consecutive visits
+    for digit in EVERY_ORDER:  # every order of the tabs, as consecutive visits
         name = TAB_NAMES[int(digit) - 1]
         open_tab(driver, name)
         wait_for(driver, lambda d, name=name: name in selected_tab(d), 10, f"the {name} tab to open")

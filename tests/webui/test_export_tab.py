@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from utils.model.ready import READY_DIR, write_inference_settings
+from utils.training.process.runner import TrainingRunner
 from webui.context import UIContext
 from webui.export_tab import export_handler
-from webui.runner import TrainingRunner
 
 
 def _app_with_run(finished_run: Path, folder: Path) -> tuple[UIContext, str]:

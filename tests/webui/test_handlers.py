@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers import children_working, digests, wait_until, write_clip, write_dataset
 from utils.options.arguments import TrainArguments
+from utils.training.process.runner import RunState, TrainingRunner
 from utils.training.recording.run_record import RunStatus
 from webui import run_view
 from webui.context import UIContext
@@ -17,7 +18,6 @@ from webui.dataset_handlers import validate_handler
 from webui.export_tab import delete_training_checkpoints
 from webui.form import arguments_from_form, form_values
 from webui.plan_view import batch_markdown, plan_markdown
-from webui.runner import RunState, TrainingRunner
 
 
 def make_context(tmp_path: Path) -> UIContext:

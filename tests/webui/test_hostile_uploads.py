@@ -13,9 +13,9 @@ import pytest
 import soundfile as sf
 
 from tests.helpers import SENTENCES, digests, page_text, synth_speech, write_dataset
+from utils.training.process.runner import TrainingRunner
 from webui.context import UIContext
 from webui.dataset_handlers import UPLOADS_FOLDER, validate_handler, zip_handler
-from webui.runner import TrainingRunner
 
 
 @pytest.fixture

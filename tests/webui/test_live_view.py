@@ -10,9 +10,9 @@ import xml.etree.ElementTree as ET
 import gradio as gr
 
 from tests.webui.test_handlers import make_context
+from utils.training.process.runner import RunState
 from utils.training.recording.run_record import RunStatus
 from webui import live_view, quality_view, run_view
-from webui.runner import RunState
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -44,9 +44,9 @@ def test_missing_audio_keeps_its_meaning_and_an_upload_beside_a_typed_path_is_na
 
 
 def test_after_a_run_the_form_and_the_batch_line_show_its_values(tmp_path):
+    from utils.training.process.runner import RunState
     from utils.training.recording.run_record import RunStatus
     from webui import form
-    from webui.runner import RunState
     from webui.train_tab import form_on_load
 
     ctx = make_context(tmp_path)

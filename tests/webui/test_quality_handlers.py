@@ -17,11 +17,11 @@ from tests.quality.speech import SENTENCES, VOICE_A
 from utils.model.base_models import models_root
 from utils.model.compare import compare_with_base
 from utils.quality.asr import bundled_whisper_dir
+from utils.training.process.runner import TrainingRunner
 from webui import quality_view
 from webui.context import UIContext
 from webui.dataset_handlers import check_handler, prepare_handler, transcribe_handler
 from webui.paths import PathRefused
-from webui.runner import TrainingRunner
 from webui.test_tab import compare_handler, run_selected, synthesize_handler
 from webui.train_tab import QUALITY_PLAYERS, quality_refresh
 

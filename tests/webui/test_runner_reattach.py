@@ -11,8 +11,8 @@ import pytest
 from tests.helpers import children_working, wait_until, write_dataset
 from utils.files import read_json
 from utils.options.arguments import TrainArguments
+from utils.training.process.runner import TrainingRunner
 from utils.training.recording.run_record import process_alive, read_run
-from webui.runner import TrainingRunner
 
 pytestmark = pytest.mark.slow
 

@@ -72,7 +72,8 @@ class Comparison:
         return rows
 
 
-def _speak(label: str, model_path: Path, text: str, target: Path, options: dict[str, Any]) -> SpokenClip:
+def speak_side(label: str, model_path: Path, text: str, target: Path, options: dict[str, Any]) -> SpokenClip:
+    """One side of a comparison spoken into `target` (or why it could not be)."""
     from utils.model.inference import synthesize
 
     try:
@@ -113,12 +114,12 @@ def compare_with_base(
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"{ready.parent.name}-seed{seed}"
     options = {**sampling, "language": language, "reference_wav": references, "seed": int(seed)}
-    finetuned = _speak("fine-tuned", ready, text, folder / f"{stem}-finetuned.wav", options)
+    finetuned = speak_side("fine-tuned", ready, text, folder / f"{stem}-finetuned.wav", options)
     version = info.get("base_version")
     if not version:
         base = SpokenClip("base", reason=f"{ready}/finetune.json does not name its base model version")
     else:
-        base = _speak(
+        base = speak_side(
             f"base {version}", ensure_base_model(version, models_dir).folder, text, folder / f"{stem}-base.wav", options
         )
     why = None

@@ -241,6 +241,12 @@ class TrainArguments:
         minimum=0,
         maximum=10_000,
     )
+    quality_baseline_from: str = option(
+        "",
+        "A run folder whose step-0 scored evaluation this run takes as its own baseline instead of speaking its "
+        "starting weights again (a sweep's trials share one: utils.sweep). Taken only when that run scored the same "
+        "starting weights, sentences, probes, seed and Whisper model; otherwise this run scores its own and says why.",
+    )
     devices: str = option(
         "",
         "Train on several devices, one process each (PyTorch DDP started by torchrun): GPU numbers such as '0,1', "

@@ -31,6 +31,7 @@ from typing import Any
 
 from utils.quality.selection import BestRule, EarlyStopping, is_better
 from utils.training.evaluation.quality_eval import QualityEvaluator, ScoringBudget
+from utils.training.evaluation.shared_baseline import shared_baseline
 from utils.training.loop.trainer import StopTraining
 from utils.training.ranks import distributed
 from utils.training.recording.checkpoint_files import BEST_MODEL_FILE
@@ -73,8 +74,10 @@ class CheckpointChoice:
         metrics: Any,
         evaluator: QualityEvaluator | None = None,
         scoring_share: float = 1.0,
+        baseline_from: str = "",
     ) -> None:
         self.rule = BestRule.parse(rule)
+        self.baseline_from = baseline_from  # another run's step 0 to take instead of scoring it (shared_baseline)
         self.run_dir = Path(run_dir)
         self.metrics = metrics
         self.evaluator = evaluator
@@ -226,6 +229,14 @@ class CheckpointChoice:
         in the scoring budget."""
         if self.evaluator is None or getattr(trainer, "continue_run", False) or trainer.total_steps_done:
             return
+        if self.baseline_from:
+            shared, why = shared_baseline(self.baseline_from, self.run_dir)
+            if shared is not None:
+                fields = set(QualityRecord.__dataclass_fields__) - {"time", "elapsed_s"}
+                self._record({k: v for k, v in shared.items() if k in fields}, {})
+                log.info("Baseline (step 0) taken from %s, scored once for both.", self.baseline_from)
+                return
+            log.warning("Baseline not taken from %s: %s; scoring this run's own.", self.baseline_from, why)
         with phase(trainer, SCORED_EVAL):
             spoken = self.evaluator.generate(getattr(trainer.model, "module", trainer.model).xtts, 0)
         self.budget.spent += spoken.loop_seconds
@@ -357,7 +368,13 @@ def checkpoint_choice(
             ),
         )
     choice = CheckpointChoice(
-        args.best_by, args.early_stop_patience, run_dir, metrics, evaluator, scoring_share=args.quality_eval_share
+        args.best_by,
+        args.early_stop_patience,
+        run_dir,
+        metrics,
+        evaluator,
+        scoring_share=args.quality_eval_share,
+        baseline_from=args.quality_baseline_from,
     )
     if evaluator is not None and args.reference_search:
         choice.reference_pool = reference_pool(report, args.seed)

@@ -253,6 +253,7 @@ class QualityRecord(LoggedRecord):
         "per probe: kind, text, file, stopped, duration_ratio, words_beyond, repeats, naturalness, ...", page=True
     )
     baseline: bool | None = _field("the base weights before any training (step 0), the run's baseline", page=True)
+    baseline_from: str | None = _field("the run whose step-0 evaluation this baseline is (a shared one: a sweep's)")
     clips: list[dict[str, Any]] | None = _field("per clip: file, text, transcript and scores", required=True)
     reasons: list[str] | None = _field("why a score is missing ('cer: ...')", required=True, page=True)
     seconds: float | None = _field("seconds the evaluation took", required=True)

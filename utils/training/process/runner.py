@@ -58,7 +58,7 @@ from utils.training.recording.spec import (
 )
 
 MEMORY_HISTORY = 900  # samples kept for the memory plot (15 min at one per second)
-_REPO_ROOT = Path(__file__).resolve().parents[1]
+_REPO_ROOT = Path(__file__).resolve().parents[3]
 # The fields of a metrics record the UI uses (declared in utils.training.recording.records); the rest (per-step memory)
 # stays in the file.
 _FOLLOWED_FIELDS = page_fields()
@@ -97,7 +97,9 @@ def ended_message(status: RunStatus, checkpoint: str = "") -> str:
 class TrainingRunner:
     """Starts, stops and follows one training worker at a time, through its run folder."""
 
-    def __init__(self, output_dir: str | os.PathLike) -> None:
+    def __init__(self, output_dir: str | os.PathLike, *, reattach: bool = True) -> None:
+        """`reattach`: follow a worker of the output folder that still trains (the web app after a restart); a
+        sweep's runners follow only the trials they start or adopt."""
         self.output_dir = Path(output_dir).resolve()
         self.state = RunState()
         # Every open page's timer and the API poll from their own threads; start/stop too.
@@ -108,7 +110,8 @@ class TrainingRunner:
         self._follower = JsonlFollower(keep=lambda r: {k: r[k] for k in _FOLLOWED_FIELDS if k in r})
         self._events = JsonlFollower()  # the status records of this session, for the page's messages
         self._memory = JsonlFollower()
-        self.reattach()
+        if reattach:
+            self.reattach()
 
     # --- control ------------------------------------------------------------------------------------
     def is_active(self) -> bool:
