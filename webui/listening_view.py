@@ -28,9 +28,7 @@ def make_pair(ctx: UIContext, first: str, second: str, text: str, seed: float) -
         pair = blind_pair(ctx.output_dir, one, other, text, seed=int(seed or 1))
     except ValueError as exc:
         raise page_error(exc) from exc
-    said = "Listen to A and B, then say which sounds better." + (
-        f" ({shown('; '.join(pair.reasons))})" if pair.reasons else ""
-    )
+    said = "Listen to A and B, then say which sounds better."
     return pair.clips[0], pair.clips[1], pair.pair_id, said
 
 

@@ -11,7 +11,7 @@ import gradio as gr
 
 from utils.quality.selection import BestRule
 from utils.sweep.space import SearchSpace
-from utils.sweep.sweep import SweepProgress, sweep_gpt
+from utils.sweep.sweep import SweepProgress, check_study_name, sweep_gpt
 from webui import form
 from webui.context import UIContext
 from webui.shown import page_error, shown
@@ -92,9 +92,8 @@ def start_sweep(
         "study_name": (study_name or "sweep").strip(),
         "audio_roots": roots,
     }
-    if not options["study_name"].replace("-", "").replace("_", "").isalnum():
-        raise page_error("The study name takes letters, digits, '-' and '_'.")
     try:
+        check_study_name(options["study_name"])
         SearchSpace.of(space, num_epochs=arguments.num_epochs).check_with(fixed)  # a bad space: said at once
         with ctx.gpu_work:
             unload_voice()  # the Test tab's model and Whisper would hold GPU memory the trials need

@@ -26,7 +26,6 @@ def two_voices(tmp_path, finished_run):
 def test_a_blind_pair_hides_which_voice_is_which_until_the_choice(two_voices):
     output, first, _ = two_voices
     pair = blind_pair(output, first, BASE, "Hello there, how are you today?", seed=3, max_audio_tokens=20)
-    assert not pair.reasons
     for clip in pair.clips:
         audio, rate = sf.read(clip)
         assert rate > 0 and len(audio) > rate * 0.1

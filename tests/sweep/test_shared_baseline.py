@@ -43,3 +43,16 @@ def test_another_evaluation_or_start_is_refused_with_the_difference(resumed_swee
     assert shared_baseline(finished_run, other) == (None, f"{finished_run.name} has no scored baseline")
     assert shared_baseline(other, other)[1] == "it is this run"
     assert "is not a run folder" in shared_baseline(tmp_path, other)[1]
+
+
+def test_clip_names_outside_the_folders_are_refused(resumed_sweep, tmp_path):
+    source = _copy(trial_runs(resumed_sweep["output"], 0)[0], tmp_path / "source")
+    target = _copy(trial_runs(resumed_sweep["output"], 2)[0], tmp_path / "target")
+    metrics = source / "metrics.jsonl"
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    for record in records:
+        if record.get("baseline"):
+            record["files"] = ["../../elsewhere.wav"]
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert shared_baseline(source, target) == (None, "source's baseline names clips outside its folder")
+    assert not (tmp_path.parent / "elsewhere.wav").exists()

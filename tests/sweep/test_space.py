@@ -86,6 +86,24 @@ def test_bad_sweep_calls_are_refused_before_any_trial(tmp_path):
         sweep_gpt(rule="loudness", **common)
     with pytest.raises(ValueError, match="missing.csv"):
         sweep_gpt(**common)
+    with pytest.raises(ValueError, match="study_name takes letters"):
+        sweep_gpt(study_name="my sweep", **common)
+    with pytest.raises(ValueError, match="devices names GPU numbers or 'cpu'"):
+        sweep_gpt(devices="0,x", **{**common, "train_csv": ""})
+    with pytest.raises(ValueError, match="first_trials: lora_rank=8 is outside the space"):
+        sweep_gpt(space=["lora_rank=0,16"], first_trials=[{"lora_rank": 8}], **{**common, "train_csv": ""})
+    with pytest.raises(ValueError, match="first_trials: seed is not a dimension"):
+        sweep_gpt(first_trials=[{"seed": 3}], **{**common, "train_csv": ""})
+    with pytest.raises(ValueError, match="lora_targets: q_proj not known"):
+        sweep_gpt(space={"lora_rank": [0, 8], "lora_targets": ["c_attn", "q_proj"]}, **{**common, "train_csv": ""})
     with pytest.raises(ValueError, match="holds one setting"):
         sweep_gpt(space={"num_epochs": (2, 2)}, trials=3, **{**common, "train_csv": ""})
     assert not (tmp_path / "out").exists()  # nothing written for a refused sweep
+
+
+def test_a_storage_password_never_shows():
+    from utils.sweep.study import redacted
+
+    assert redacted("postgresql://me:secret@db.example:5432/studies") == "postgresql://me:***@db.example:5432/studies"
+    assert "secret" not in redacted("postgres:/me:secret@host")
+    assert redacted("sqlite:////tmp/out/sweeps/sweep.db") == "sqlite:////tmp/out/sweeps/sweep.db"

@@ -166,3 +166,44 @@ def test_a_trial_the_memory_plan_refuses_is_recorded_and_never_trained(resumed_s
     assert trial["state"] == "fail" and "the memory plan needs" in trial["reason"] and "0.00 GiB" in trial["reason"]
     assert not list((tmp_path / "out").glob("sweep-t000-*")), "no run folder: nothing trained"
     assert "No trial finished with a value yet" in result.message
+
+
+def test_stop_ends_the_sweep_and_leaves_the_trial_to_resume(resumed_sweep, tmp_path):
+    import threading
+
+    stop = threading.Event()
+    events = []
+    output = tmp_path / "out"
+
+    def progress(event):
+        events.append(event)
+        if event["event"] == "evaluated":
+            stop.set()  # as the page's Stop sweep, once the first trial has trained an epoch
+
+    common = {"train_csv": str(resumed_sweep["csv"]), "output_path": str(output), "rule": "eval_loss"}
+    result = sweep_gpt(study_name="stopped", trials=3, stop_event=stop, progress=progress, **common, **FIXED)
+    (trial,) = result.trials
+    assert trial["state"] == "running" and "1 to resume" in result.message
+    assert [e["event"] for e in events if e["event"] in ("paused", "adopted", "resumed")] == ["paused"]
+    record = read_json(Path(trial["run_dir"]) / "run.json")
+    assert record["status"] == "stopped" and record["stop_checkpoint"]
+    assert read_json(Path(trial["run_dir"]) / TRIAL_FILE)["state"] == "paused"
+
+
+def test_a_trial_stopped_before_its_run_began_is_queued_again(resumed_sweep, tmp_path):
+    import threading
+
+    stop = threading.Event()
+
+    def progress(event):
+        if event["event"] == "started":
+            stop.set()  # while its worker checks the dataset
+
+    common = {"train_csv": str(resumed_sweep["csv"]), "output_path": str(tmp_path / "out"), "rule": "eval_loss"}
+    result = sweep_gpt(study_name="early", trials=3, stop_event=stop, progress=progress, **common, **FIXED)
+    first, queued = result.trials
+    assert first["state"] == "fail" and "before it began" in first["reason"]
+    assert queued["state"] == "waiting"
+    storage = f"sqlite:///{tmp_path / 'out' / 'sweeps' / 'early.db'}"
+    waiting = optuna.load_study(study_name="early", storage=storage).get_trials()[1]
+    assert waiting.system_attrs["fixed_params"] == first["params"]  # the next sweep of the study trains them

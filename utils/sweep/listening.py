@@ -11,8 +11,10 @@ the labels.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 
 from utils.files import append_jsonl, read_json, read_jsonl, write_json_atomic
 
+log = logging.getLogger(__name__)
 FOLDER = "listening"
 SERVED = "synthesized"  # the output folder's part the web app serves (its clips only)
 CHOICES = "choices.jsonl"
@@ -32,7 +35,6 @@ class BlindPair:
     pair_id: str
     text: str
     clips: tuple[str, str]  # A, B
-    reasons: tuple[str, ...] = ()  # a side that could not speak
 
 
 def _ready(run: str | os.PathLike) -> Path:
@@ -100,6 +102,14 @@ def blind_pair(
         speak_side(letter, model, text.strip(), clips / f"{letter}.wav", options)
         for letter, (_, model) in zip("AB", sides, strict=True)
     ]
+    failed = [side.reason for side in spoken if side.reason]
+    if failed:  # its reason would name the voice: said apart from the pair, which is thrown away
+        log.warning("A blind pair could not be made: %s", "; ".join(failed))
+        shutil.rmtree(clips, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
+        raise ValueError(
+            "One of the two voices could not speak this text, so there is nothing to compare; the log says why."
+        )
     write_json_atomic(
         folder / "pair.json",
         {
@@ -110,8 +120,7 @@ def blind_pair(
             "created": time.time(),
         },
     )
-    reasons = tuple(s.reason for s in spoken if s.reason)
-    return BlindPair(pair_id, text.strip(), (str(clips / "A.wav"), str(clips / "B.wav")), reasons)
+    return BlindPair(pair_id, text.strip(), (str(clips / "A.wav"), str(clips / "B.wav")))
 
 
 def record_choice(output_dir: str | os.PathLike, pair_id: str, choice: str) -> dict[str, Any]:
@@ -125,8 +134,10 @@ def record_choice(output_dir: str | os.PathLike, pair_id: str, choice: str) -> d
     pair = read_json(folder / pair_id / "pair.json")
     if not isinstance(pair, dict):
         raise ValueError(f"No such listening pair: {pair_id!r}.")
-    if any(r.get("id") == pair_id for r in read_jsonl(folder / CHOICES)):
-        raise ValueError("This pair's choice is already recorded: make a new pair to listen again.")
+    try:  # one choice per pair, whatever clicks race: the marker is created once
+        os.close(os.open(folder / pair_id / "chosen", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        raise ValueError("This pair's choice is already recorded: make a new pair to listen again.") from None
     a, b = pair["sides"]
     preferred = {"A": a, "B": b}.get(choice)
     scores = {side: _combined(side) for side in (a, b)}

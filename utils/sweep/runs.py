@@ -58,7 +58,8 @@ def run_row(run_dir: str | os.PathLike, listening: dict[str, dict[str, int]] | N
     run_dir = Path(run_dir)
     record = read_run(run_dir)
     arguments = record.get("arguments") or {}
-    trial = read_json(run_dir / TRIAL_FILE, {}) or {}
+    trial = read_json(run_dir / TRIAL_FILE, {})
+    trial = trial if isinstance(trial, dict) else {}
     scores = chosen_scores(run_dir, record)
     verdict = record.get("verdict") or {}
     combined = (verdict.get("changes") or {}).get("combined") or [None, None]
@@ -110,7 +111,7 @@ def compare_runs(output_dir: str | os.PathLike = "./output", sort_by: str = "com
     for run_dir in list_runs(output_dir):
         try:
             rows.append(run_row(run_dir, tally))
-        except (OSError, ValueError) as exc:  # one unreadable run does not hide the others
+        except Exception as exc:  # noqa: BLE001 - one unreadable run does not hide the others
             rows.append({"run": run_dir.name, "status": f"unreadable: {exc}", "run_dir": str(run_dir)})
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     if frame.empty:

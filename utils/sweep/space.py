@@ -123,6 +123,14 @@ def dimension(name: str, spec: Any) -> Dimension:
     choices = tuple(dict.fromkeys(_value(name, v) for v in (spec if isinstance(spec, Iterable) else [spec])))
     if not choices:
         raise ValueError(f"sweep space: {name} has no choices.")
+    if name == "lora_targets":
+        from utils.model.lora import parse_targets
+
+        for choice in choices:
+            try:
+                parse_targets(choice)
+            except ValueError as exc:
+                raise ValueError(f"sweep space: {exc}") from None
     return Dimension(name, choices=choices)
 
 
@@ -185,6 +193,25 @@ class SearchSpace:
         for name in _LORA_ONLY:
             if name in names and only_full:
                 raise ValueError(f"sweep space: {name} means something only with LoRA; open lora_rank too (e.g. 0,16).")
+
+    def checked_settings(self, settings: Any) -> dict[str, Any]:
+        """Settings to try first (first_trials), each a dimension of the space with a value inside it."""
+        if not isinstance(settings, Mapping):
+            raise ValueError(
+                f"first_trials: each is a mapping of settings such as {{'learning_rate': 1e-5}}; got {settings!r}."
+            )
+        dimensions = {d.name: d for d in self.dimensions}
+        checked = {}
+        for name, raw in settings.items():
+            d = dimensions.get(name)
+            if d is None:
+                raise ValueError(f"first_trials: {name} is not a dimension of the space ({', '.join(dimensions)}).")
+            value = _value(name, raw)
+            inside = value in d.choices if d.choices is not None else d.low <= value <= d.high
+            if not inside:
+                raise ValueError(f"first_trials: {name}={value!r} is outside the space ({d.text()}).")
+            checked[name] = value
+        return checked
 
     def suggest(self, trial: Any, fixed: Mapping[str, Any]) -> dict[str, Any]:
         """The trial's values (Optuna's suggest_* calls; an enqueued trial gets its given values)."""

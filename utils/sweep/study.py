@@ -14,8 +14,10 @@ process, and the next process of the study adopts it and resumes its run from it
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -73,11 +75,7 @@ def open_storage(url: str) -> Any:
 
 def redacted(url: str) -> str:
     """A storage URL without its password (it goes into logs, trial.json and the page)."""
-    if "://" in url and "@" in url.split("://", 1)[1]:
-        scheme, rest = url.split("://", 1)
-        credentials, host = rest.rsplit("@", 1)
-        return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
-    return url
+    return re.sub(r"(?<=[:/])([^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
 def definition_of(
@@ -157,3 +155,28 @@ class TrialLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def study_lock(storage_url: str, study_name: str) -> Any:
+    """A lock that processes of one machine share around counting the study's trials and asking for a new one, so
+    that together they do not run past the budget: a file beside a SQLite or journal storage. A server storage
+    (PostgreSQL, MySQL) has none: processes on several machines may each start one trial past the budget."""
+    for prefix in ("sqlite:///", "journal:"):
+        if storage_url.startswith(prefix):
+            path = Path(storage_url.removeprefix(prefix)).expanduser()
+            return FileLock(path.with_name(f"{path.name}.{study_name}.lock"))
+    return contextlib.nullcontext()
+
+
+class FileLock:
+    def __init__(self, path: Path) -> None:
+        self.path, self._fd = path, -1
+
+    def __enter__(self) -> FileLock:
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)

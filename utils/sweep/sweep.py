@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.files import read_json, read_jsonl, write_json_atomic
-from utils.options.arguments import TrainArguments
+from utils.options.arguments import RUN_NAME_PATTERN, TrainArguments
 from utils.options.input_files import check_input_files
 from utils.quality.selection import BestRule
 from utils.sweep.space import TRIAL_DEFAULTS, SearchSpace
@@ -42,13 +42,16 @@ from utils.sweep.study import (
     open_storage,
     open_study,
     redacted,
+    study_lock,
 )
 from utils.sweep.trial import TrialFollower, TrialOutcome
 from utils.training.process.runner import TrainingRunner
 from utils.training.recording.run_record import METRICS_FILE, RUN_FILE
+from utils.training.recording.spec import worker_alive
 
 log = logging.getLogger(__name__)
 GIB = 1024**3
+NOT_COUNTED = "not_counted"  # a trial stopped before its run began: its settings are queued again
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ class SweepProgress:
                 self.running[number] = {"run_dir": event.get("run_dir"), "params": event.get("params"), "epoch": 0}
             elif kind == "evaluated" and number in self.running:
                 self.running[number].update(epoch=event.get("epoch"), value=event.get("value"))
-            elif kind == "ended":
+            elif kind in ("ended", "paused"):
                 self.running.pop(number, None)
 
 
@@ -154,12 +157,27 @@ def trial_table(study: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def check_study_name(name: str) -> None:
+    """A study's name names its trials' run folders (`<name>-t000-...`) and its SQLite file."""
+    if not isinstance(name, str) or not RUN_NAME_PATTERN.fullmatch(f"{name}-t000") or ".." in name:
+        raise ValueError(
+            f"study_name takes letters, digits, '-', '_' and '.', starting with a letter or digit, at most 75 "
+            f"characters; got {name!r}."
+        )
+
+
 def _slots(devices: str | Sequence[str] | None) -> list[str]:
     """One device per parallel trial: the GPUs named, every GPU of the machine, else one CPU."""
     if isinstance(devices, str):
         devices = [d.strip() for d in devices.split(",") if d.strip()]
     if devices:
-        return [str(d) for d in devices]
+        named = [str(d).strip().lower() for d in devices]
+        wrong = [d for d in named if d != "cpu" and not d.isdigit()]
+        if wrong:
+            raise ValueError(
+                f"devices names GPU numbers or 'cpu', one trial at a time on each; got {', '.join(wrong)}."
+            )
+        return named
     try:
         import torch
 
@@ -213,6 +231,8 @@ class Sweep:
         self.memory_limit_gib, self.train_rows = memory_limit_gib, train_rows
         self.started = time.monotonic()
         self._lock = threading.Lock()  # one thread asks for or adopts a trial at a time
+        self.paused_here: set[int] = set()
+        self.errors: list[Exception] = []
 
     # --- the budget ------------------------------------------------------------------------------------
     def out_of_budget(self) -> str:
@@ -223,13 +243,13 @@ class Sweep:
 
         states = optuna.trial.TrialState
         counted = (states.COMPLETE, states.PRUNED, states.FAIL, states.RUNNING)  # not a queued one yet to run
-        trials = self.study.get_trials(deepcopy=False, states=counted)
+        trials = [t for t in self.study.get_trials(deepcopy=False, states=counted) if not t.user_attrs.get(NOT_COUNTED)]
         if self.budget.trials is not None and len(trials) >= self.budget.trials:
             return f"{self.budget.trials} trials reached"
         if self.budget.minutes is not None and time.monotonic() - self.started >= self.budget.minutes * 60:
             return f"{self.budget.minutes:g} minutes reached"
         if self.budget.gpu_hours is not None:
-            used = sum(t["seconds"] or 0 for t in trial_table(self.study)) / 3600
+            used = _device_seconds(self.study) / 3600
             if used >= self.budget.gpu_hours:
                 return f"{self.budget.gpu_hours:g} device hours reached ({used:.2f} used)"
         return ""
@@ -266,25 +286,46 @@ class Sweep:
 
     # --- one slot --------------------------------------------------------------------------------------
     def run_slot(self, device: str) -> None:
+        """Trials on one device until the budget is spent or the sweep stops: an orphaned trial of the study first,
+        else a new one. An unexpected error ends this slot with the trial told failed and the error kept."""
         runner = TrainingRunner(self.args.output_path, reattach=False)
-        while True:
-            with self._lock:
-                adopted = self._adopt()
-                if adopted is None:
-                    why = self.out_of_budget()
-                    if why:
-                        self.progress.message = self.progress.message or why
-                        return
-                    trial, kwargs = self._new_trial(device)
-            if adopted is not None:
-                trial, run_dir, kwargs, lock = adopted
-                follower = self._follower(trial, runner)
-                outcome = follower.resume(run_dir, kwargs, lock)
-            elif kwargs is None:
-                continue  # refused before it ran (it would not fit): recorded, the next one is drawn
-            else:
-                outcome = self._follower(trial, runner).run(kwargs, self.study.study_name, redacted(self.storage_url))
-            self._tell(trial, outcome)
+        while not self.past_deadline():
+            trial: Any = None
+            lock: TrialLock | None = None
+            try:
+                with self._lock:
+                    adopted = self._adopt(device)
+                    if adopted is None:
+                        with study_lock(self.storage_url, self.study.study_name):  # count and ask as one step
+                            why = self.out_of_budget()
+                            if why:
+                                self.progress.message = self.progress.message or why
+                                return
+                            trial = self.study.ask()
+                            trial.set_user_attr("owner", _owner())
+                if adopted is not None:
+                    trial, run_dir, kwargs, lock = adopted
+                    outcome = self._follower(trial, runner).resume(run_dir, kwargs)
+                else:
+                    kwargs = self._trial_arguments(trial, device)
+                    if kwargs is None:
+                        continue  # refused before it ran (it would not fit): recorded, the next one is drawn
+                    follower = self._follower(trial, runner)
+                    try:
+                        outcome = follower.run(kwargs, self.study.study_name, redacted(self.storage_url))
+                    finally:
+                        lock = follower.lock
+                self._tell(trial, outcome)
+            except Exception as exc:  # the trial is recorded as failed, the sweep says why
+                log.exception("Sweep slot %s failed", device)
+                self.errors.append(exc)
+                if trial is not None:
+                    self._tell(trial, TrialOutcome("failed", reason=f"{type(exc).__name__}: {exc}"))
+                return
+            finally:
+                if lock is not None:
+                    lock.release()
+        self.progress.message = self.progress.message or "stopped"
 
     def _follower(self, trial: Any, runner: TrainingRunner) -> TrialFollower:
         return TrialFollower(trial, runner, self.rule, self.past_deadline, self._event)
@@ -294,26 +335,22 @@ class Sweep:
         if self.callback is not None:
             self.callback(event)
 
-    def _new_trial(self, device: str) -> tuple[Any, dict[str, Any] | None]:
-        import optuna
-
-        trial = self.study.ask()
+    def _trial_arguments(self, trial: Any, device: str) -> dict[str, Any] | None:
+        """The trial's train_gpt arguments (its drawn settings, its device, the shared baseline), or None when the
+        memory plan refuses it (then told failed with the planned peak)."""
         params = self.space.suggest(trial, self.args.to_dict())
         kwargs = {**self.args.to_dict(), **params, "run_name": f"{self.study.study_name}-t{trial.number:03d}"}
         kwargs["devices"] = "" if device == "cpu" else device
         kwargs["quality_baseline_from"] = self._baseline_run() or ""
         kwargs = TrainArguments(**kwargs).to_dict()
         trial.set_user_attr("arguments", kwargs)
-        trial.set_user_attr("owner", _owner())
         too_big = self._does_not_fit(kwargs, device)
         if too_big:
-            trial.set_user_attr("reason", too_big)
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            self._event({"event": "ended", "trial": trial.number, "state": "failed", "reason": too_big})
-            return trial, None
+            self._tell(trial, TrialOutcome("failed", reason=too_big))
+            return None
         if self.audio_roots:
             kwargs["audio_roots"] = list(self.audio_roots)
-        return trial, kwargs
+        return kwargs
 
     def _does_not_fit(self, kwargs: dict[str, Any], device: str) -> str:
         """Why the memory plan says this trial will not fit its device ("" when it fits or nothing limits it)."""
@@ -351,35 +388,61 @@ class Sweep:
                 return folder
         return None
 
-    def _adopt(self) -> tuple[Any, Path, dict[str, Any], TrialLock] | None:
-        """A RUNNING trial of the study whose process is gone (its run folder here, its lock free)."""
+    def _adopt(self, device: str) -> tuple[Any, Path, dict[str, Any], TrialLock] | None:
+        """A RUNNING trial of the study whose process is gone (its run folder here, its lock free, still RUNNING once
+        the lock is held), with its arguments moved to this slot's device. A trial asked by a process that died
+        before its run began, or whose run folder is gone or never began, is told failed with the reason."""
         import optuna
 
         for frozen in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            run_dir = Path(frozen.user_attrs.get("run_dir") or "")
-            if not frozen.user_attrs.get("run_dir"):
-                if _owner_gone(frozen.user_attrs.get("owner")):  # asked, never launched: its process died
-                    frozen_reason = "its sweep process ended before the run started"
-                    self.study._storage.set_trial_user_attr(frozen._trial_id, "reason", frozen_reason)
-                    self.study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
+            if frozen.number in self.paused_here:
                 continue
-            if not (run_dir / RUN_FILE).is_file():
+            folder = frozen.user_attrs.get("run_dir")
+            owner_gone = _owner_gone(frozen.user_attrs.get("owner"))
+            if not folder or not Path(folder).is_dir():
+                if owner_gone:
+                    why = "its run folder is gone" if folder else "its sweep process ended before the run started"
+                    self._fail_frozen(frozen, why)
                 continue
+            run_dir = Path(folder)
             lock = TrialLock(run_dir)
             if not lock.acquire():
+                continue
+            current = self.study._storage.get_trial(frozen._trial_id)
+            if current.state != optuna.trial.TrialState.RUNNING:  # told while we looked
+                lock.release()
+                continue
+            if not (run_dir / RUN_FILE).is_file():
+                if not worker_alive(run_dir):
+                    self._fail_frozen(frozen, "its run never began (no run.json; its worker is gone: see the log)")
+                lock.release()
+                continue
+            kwargs = {**(current.user_attrs.get("arguments") or {}), "devices": "" if device == "cpu" else device}
+            if self._does_not_fit(kwargs, device):
+                lock.release()  # another slot's device may take it
                 continue
             trial = optuna.trial.Trial(self.study, frozen._trial_id)
             trial.set_user_attr("owner", _owner())
             self._event({"event": "adopted", "trial": frozen.number, "run_dir": str(run_dir)})
-            kwargs = dict(frozen.user_attrs.get("arguments") or {})
             if self.audio_roots:
                 kwargs["audio_roots"] = list(self.audio_roots)
             return trial, run_dir, kwargs, lock
         return None
 
+    def _fail_frozen(self, frozen: Any, why: str) -> None:
+        import optuna
+
+        try:
+            self.study._storage.set_trial_user_attr(frozen._trial_id, "reason", why)
+            self.study.tell(frozen.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            pass  # another process told it first
+
     def _tell(self, trial: Any, outcome: TrialOutcome) -> None:
         import optuna
 
+        if self.study._storage.get_trial(trial._trial_id).state.is_finished():
+            return  # told by another process (it cannot be while we hold the lock; a trial without a folder can)
         for name, value in (
             ("run_dir", outcome.run_dir),
             ("gain", outcome.gain),
@@ -394,12 +457,18 @@ class Sweep:
             ended = {"state": outcome.state, "value": outcome.value, "gain": outcome.gain, "reason": outcome.reason}
             write_json_atomic(trial_file, {**record, **ended})
         if outcome.state == "paused":
+            self.paused_here.add(trial.number)  # not adopted again by this sweep: it stopped on purpose
             self._event({"event": "paused", "trial": trial.number, "run_dir": outcome.run_dir})
-            return  # stays RUNNING: the next process of the study adopts and resumes it
+            return  # stays RUNNING: the next sweep of the study adopts and resumes it
+        if outcome.state == "unstarted":
+            trial.set_user_attr(NOT_COUNTED, True)
+            self.study.enqueue_trial(dict(trial.params), skip_if_exists=True)
         state = {"complete": optuna.trial.TrialState.COMPLETE, "pruned": optuna.trial.TrialState.PRUNED}.get(
             outcome.state, optuna.trial.TrialState.FAIL
         )
-        self.study.tell(trial, outcome.value if outcome.state == "complete" else None, state=state)
+        self.study.tell(
+            trial, outcome.value if outcome.state == "complete" else None, state=state, skip_if_finished=True
+        )
         self._event(
             {
                 "event": "ended",
@@ -411,6 +480,17 @@ class Sweep:
                 "run_dir": outcome.run_dir,
             }
         )
+
+
+def _device_seconds(study: Any) -> float:
+    """The device time the study's trials have trained: each trial run's own wall time (run.json timings, written at
+    every evaluation), so a trial paused overnight counts its training, not the night."""
+    total = 0.0
+    for t in study.get_trials(deepcopy=False):
+        folder = t.user_attrs.get("run_dir")
+        record = read_json(Path(folder) / RUN_FILE, {}) if folder else {}
+        total += float(((record or {}).get("timings") or {}).get("wall_s") or 0.0)
+    return total
 
 
 def _scored_own_baseline(run_dir: Path) -> bool:
@@ -449,7 +529,8 @@ def _first_trial(args: TrainArguments, space: SearchSpace) -> dict[str, Any]:
     first = {}
     for d in space.dimensions:
         value = values.get(d.name)
-        inside = value in d.choices if d.choices is not None else d.low <= value <= d.high
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        inside = value in d.choices if d.choices is not None else number and d.low <= value <= d.high
         if inside:
             first[d.name] = value
     if not values.get("lora_rank") and "lora_rank" not in first:
@@ -505,6 +586,9 @@ def sweep_gpt(
         )
     if memory_limit_gib is not None and not (isinstance(memory_limit_gib, (int, float)) and memory_limit_gib > 0):
         raise ValueError(f"memory_limit_gib must be above 0; got {memory_limit_gib!r}.")
+    check_study_name(study_name)
+    slots = _slots(devices)
+    queued = [search.checked_settings(settings) for settings in first_trials or ()]
     fingerprint, train_rows = _fingerprint(args, audio_roots)
     url = storage or default_storage(args.output_path, study_name)
     study = open_study(
@@ -514,7 +598,7 @@ def sweep_gpt(
         "maximize" if rule_value.higher_is_better else "minimize",
     )
     if not study.get_trials(deepcopy=False):
-        for settings in first_trials if first_trials is not None else [_first_trial(args, search)]:
+        for settings in queued if first_trials is not None else [_first_trial(args, search)]:
             if settings:
                 study.enqueue_trial(dict(settings), skip_if_exists=True)
     state = state or SweepProgress()
@@ -529,7 +613,7 @@ def sweep_gpt(
         budget,
         study,
         url,
-        _slots(devices),
+        slots,
         state,
         progress,
         should_stop,
@@ -567,6 +651,9 @@ def sweep_gpt(
         best = (max if rule_value.higher_is_better else min)(complete, key=lambda r: r["value"])
     message = _summary(rows, best, rule_value, state.message)
     state.done, state.message = True, message
+    if sweep.errors:  # recorded on its trial; said here, not lost in a thread's log
+        error = sweep.errors[0]
+        raise error if isinstance(error, ValueError) else RuntimeError(f"The sweep stopped: {error}") from error
     return SweepResult(study_name, redacted(url), rule_value.value, rows, best, message)
 
 

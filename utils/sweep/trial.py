@@ -1,6 +1,9 @@
 """One trial of a sweep: an ordinary run, launched and followed the way the web page launches one
 (utils.training.process.runner: a worker process per run, its folder the protocol), reported to its Optuna trial at
 each evaluation, and stopped at a step boundary with its checkpoint when the pruner says it fell behind.
+
+The trial's lock (utils.sweep.study.TrialLock) is taken as soon as its run folder exists and is released by the sweep
+only after the trial is told: no other process can adopt a trial between its end and its record.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from utils.files import JsonlFollower, read_jsonl, write_json_atomic
 from utils.quality.selection import BestRule
 from utils.sweep.study import TRIAL_FILE, TrialLock
 from utils.training.process.runner import TrainingRunner
-from utils.training.recording.run_record import METRICS_FILE, RunStatus, read_run
+from utils.training.recording.run_record import METRICS_FILE, RunStatus, newest_checkpoint_on_disk, read_run
 from utils.training.recording.spec import request_stop, worker_alive
 
 log = logging.getLogger(__name__)
@@ -26,7 +29,9 @@ POLL_S = 1.0
 
 @dataclass
 class TrialOutcome:
-    state: str  # complete | pruned | failed | paused (stopped by the user or the budget: resumed later)
+    # complete | pruned | failed | paused (stopped by the user or the budget: resumed later) | unstarted (stopped
+    # before its run began: not counted, its settings queued again)
+    state: str
     value: float | None = None
     run_dir: str = ""
     reason: str = ""
@@ -50,6 +55,11 @@ def baseline_value(run_dir: Path, rule: BestRule) -> float | None:
     return rule.value_of(base[-1]) if base else None
 
 
+def ended_by_itself(record: dict[str, Any]) -> bool:
+    """A stopped run that stopped itself (early stopping, out of memory at one clip): its result, not a pause."""
+    return bool((record.get("early_stop") or {}).get("step") is not None or record.get("stop_reason"))
+
+
 class TrialFollower:
     """Follows one trial's run through a TrainingRunner until it ends: its evaluations to the Optuna trial, the
     pruner's and the sweep's stops to its folder."""
@@ -66,6 +76,7 @@ class TrialFollower:
         self.should_stop, self.progress = should_stop, progress
         self.pruned = self.paused = False
         self.epochs = 0  # the trial's, set when it starts: its last evaluation reports but is not pruned
+        self.lock: TrialLock | None = None  # held from the folder's creation; the sweep releases it after the tell
 
     def run(self, kwargs: dict[str, Any], study_name: str, storage: str) -> TrialOutcome:
         self.epochs = int(kwargs.get("num_epochs") or 0)
@@ -73,41 +84,33 @@ class TrialFollower:
         run_dir = Path(self.runner.state.run_dir) if self.runner.state.run_dir else None
         if not started or run_dir is None:
             return TrialOutcome("failed", reason=message)
-        lock = TrialLock(run_dir)
-        lock.acquire()  # a new folder: nobody else holds it
-        try:
-            self._announce(run_dir, kwargs, study_name, storage)
-            return self._follow(run_dir)
-        finally:
-            lock.release()
+        self.lock = TrialLock(run_dir)
+        self.lock.acquire()  # a new folder: nobody else holds it
+        self._announce(run_dir, kwargs, study_name, storage)
+        return self._follow(run_dir)
 
-    def resume(self, run_dir: Path, kwargs: dict[str, Any], lock: TrialLock) -> TrialOutcome:
-        """A trial whose process died: wait for its worker (it stops at the next step once its follower is gone),
-        then continue its run from its checkpoint, or take its result when it had ended."""
+    def resume(self, run_dir: Path, kwargs: dict[str, Any]) -> TrialOutcome:
+        """A trial whose process died (its lock held by the caller): wait for its worker (it stops at the next step
+        once its follower is gone), then take its result when it had ended, or continue it from its checkpoint."""
         self.epochs = int(kwargs.get("num_epochs") or 0)
-        try:
-            while worker_alive(run_dir):
-                time.sleep(POLL_S)
-            status = RunStatus.parse(read_run(run_dir).get("status"))
-            if status == RunStatus.FINISHED or (status == RunStatus.STOPPED and self._reported_prune()):
-                self.pruned = status == RunStatus.STOPPED
-                return self._outcome(run_dir, status, "")
-            if status not in (RunStatus.STOPPED, RunStatus.INTERRUPTED):
-                return TrialOutcome(
-                    "failed",
-                    run_dir=str(run_dir),
-                    reason=f"its run is {status.value}: {read_run(run_dir).get('error') or 'see its log'}",
-                )
-            started, message = self.runner.start({**kwargs, "resume_from": str(run_dir)})
-            if not started:
-                return TrialOutcome("failed", run_dir=str(run_dir), reason=message)
-            self.progress({"event": "resumed", "trial": self.trial.number, "run_dir": str(run_dir)})
-            return self._follow(run_dir)
-        finally:
-            lock.release()
-
-    def _reported_prune(self) -> bool:
-        return bool(self.trial.user_attrs.get("pruned_at_epoch") if hasattr(self.trial, "user_attrs") else False)
+        while worker_alive(run_dir):
+            time.sleep(POLL_S)
+        record = read_run(run_dir)  # a run whose process died is marked failed here
+        status = RunStatus.parse(record.get("status"))
+        pruned = bool(self.trial.user_attrs.get("pruned_at_epoch"))
+        if status == RunStatus.FINISHED or (status == RunStatus.STOPPED and (pruned or ended_by_itself(record))):
+            self.pruned = status == RunStatus.STOPPED and pruned
+            return self._outcome(run_dir, status, "")
+        checkpoint = record.get("last_checkpoint") or newest_checkpoint_on_disk(run_dir, record)
+        resumable = status in (RunStatus.STOPPED, RunStatus.INTERRUPTED) or (status == RunStatus.FAILED and checkpoint)
+        if not resumable:
+            why = record.get("error") or "see its log"
+            return TrialOutcome("failed", run_dir=str(run_dir), reason=f"its run is {status.value}: {why}")
+        started, message = self.runner.start({**kwargs, "resume_from": str(run_dir)})
+        if not started:
+            return TrialOutcome("failed", run_dir=str(run_dir), reason=message)
+        self.progress({"event": "resumed", "trial": self.trial.number, "run_dir": str(run_dir)})
+        return self._follow(run_dir)
 
     def _announce(self, run_dir: Path, kwargs: dict[str, Any], study_name: str, storage: str) -> None:
         self.trial.set_user_attr("run_dir", str(run_dir))
@@ -133,6 +136,9 @@ class TrialFollower:
                 request_stop(run_dir)
             time.sleep(POLL_S)
         status = state.status
+        if self.paused and not (run_dir / "run.json").is_file():
+            # Stopped while its worker checked the dataset: nothing trained, nothing to resume.
+            return TrialOutcome("unstarted", reason="stopped with the sweep before it began; its settings queued again")
         if status == RunStatus.FAILED:
             return TrialOutcome("failed", run_dir=str(run_dir), reason=state.error or state.message)
         return self._outcome(run_dir, status, state.message)
@@ -165,7 +171,8 @@ class TrialFollower:
         verdict = (record.get("verdict") or {}).get("text") or ""
         if self.pruned:
             return TrialOutcome("pruned", value, str(run_dir), "fell behind the other trials' median", gain, verdict)
-        if self.paused and status in (RunStatus.STOPPED, RunStatus.INTERRUPTED):
+        paused = status in (RunStatus.STOPPED, RunStatus.INTERRUPTED) and not ended_by_itself(record)
+        if self.paused and paused:
             return TrialOutcome("paused", value, str(run_dir), "stopped with the sweep; resumed with it", gain, verdict)
         if value is None:
             why = "; ".join(r for r in (record.get("message"), message) if r) or "no evaluation had a value"

@@ -49,6 +49,13 @@ def _differences(source: dict[str, Any], here: dict[str, Any]) -> list[str]:
     return said
 
 
+def _inside(folder: Path, name: Any) -> bool:
+    if not isinstance(name, str) or not name or Path(name).is_absolute():
+        return False
+    root = folder.resolve()
+    return (root / name).resolve().is_relative_to(root)
+
+
 def shared_baseline(source_dir: str | Path, run_dir: Path) -> tuple[dict[str, Any] | None, str]:
     """(the baseline record of `source_dir`, with its clips copied into `run_dir`, ready to log as this run's; "")
     or (None, why it cannot be taken)."""
@@ -64,9 +71,13 @@ def shared_baseline(source_dir: str | Path, run_dir: Path) -> tuple[dict[str, An
     if differences:
         return None, f"{source.name} scored another baseline ({'; '.join(differences)})"
     record = dict(baselines[-1])
+    probes = [p.get("file") for p in record.get("probes") or [] if isinstance(p, dict) and p.get("file")]
+    names = [*(record.get("files") or []), *probes]
+    # The names come from the other run's metrics.jsonl: each must stay inside both folders.
+    if any(not _inside(source, name) or not _inside(Path(run_dir), name) for name in names):
+        return None, f"{source.name}'s baseline names clips outside its folder"
     try:
-        probes = [p.get("file") for p in record.get("probes") or [] if isinstance(p, dict) and p.get("file")]
-        for name in [*(record.get("files") or []), *probes]:
+        for name in names:
             target = Path(run_dir) / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source / name, target)
