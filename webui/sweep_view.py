@@ -11,7 +11,7 @@ import gradio as gr
 
 from utils.quality.selection import BestRule
 from utils.sweep.space import SearchSpace
-from utils.sweep.sweep import SweepProgress, check_study_name, sweep_gpt
+from utils.sweep.sweep import Budget, SweepProgress, check_study_name, sweep_gpt
 from webui import form
 from webui.context import UIContext
 from webui.shown import page_error, shown
@@ -94,6 +94,7 @@ def start_sweep(
     }
     try:
         check_study_name(options["study_name"])
+        Budget(options["trials"], options["minutes"])  # a budget of nothing: said at once
         SearchSpace.of(space, num_epochs=arguments.num_epochs).check_with(fixed)  # a bad space: said at once
         with ctx.gpu_work:
             unload_voice()  # the Test tab's model and Whisper would hold GPU memory the trials need
