@@ -84,13 +84,16 @@ def wait_for(driver, condition, stall: float = 60.0, what: str = "the page") -> 
 def _retrying(action: Callable[[], Any], attempts: int = 6) -> Any:
     """Run `action` again when the page re-rendered an element between finding and using it (a live page does
     that: the timer refreshes the run's view every 1.5 s)."""
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 
     for attempt in range(attempts):
         try:
             return action()
-        except StaleElementReferenceException:
-            if attempt == attempts - 1:
+        except WebDriverException as exc:
+            # Chrome says a node replaced between finding and typing either way: stale, or "does not belong to the
+            # document" (an inspector error, not a stale-element one).
+            replaced = isinstance(exc, StaleElementReferenceException) or "does not belong to the document" in str(exc)
+            if not replaced or attempt == attempts - 1:
                 raise
             time.sleep(0.3)
     return None

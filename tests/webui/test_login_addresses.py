@@ -94,9 +94,7 @@ def test_the_login_page_says_when_to_try_again_and_the_owner_elsewhere_logs_in(t
             driver.get(server.url)
             assert "Too many failed logins" not in driver.find_element(By.TAG_NAME, "body").text
             assert lock(server, 2) == [400, 400]  # from the page's own address
-            user, password = login_inputs(driver)
-            user.send_keys("alice")
-            password.send_keys("secret")
+            type_login(driver, "alice", "secret")
             click_button(driver, "Login")
             text = wait_text(driver, "Try again in")
             seconds = re.search(
@@ -107,6 +105,18 @@ def test_the_login_page_says_when_to_try_again_and_the_owner_elsewhere_logs_in(t
             assert login(server, "secret", OWNER)[0] == 200, "the owner, at another address, logs in meanwhile"
         finally:
             driver.quit()
+
+
+def type_login(driver, name: str, password: str) -> None:
+    """Type into the login form, again from the start if the page redrew it while typing."""
+    from tests.webui.browser import _retrying
+
+    def type_both() -> None:
+        for field, text in zip(login_inputs(driver), (name, password), strict=True):
+            field.clear()
+            field.send_keys(text)
+
+    _retrying(type_both)
 
 
 def login_inputs(driver):
