@@ -133,17 +133,19 @@ def open_study(storage: Any, study_name: str, definition: dict[str, Any], direct
     return study
 
 
-class TrialLock:
-    """This process's hold on a trial's run folder (flock: the system lets go when the process dies)."""
+class FileLock:
+    """An flock on a file, held by this process (the system lets go when the process dies, kill -9 included; the
+    descriptor is not inherited by the workers it starts)."""
 
-    def __init__(self, run_dir: str | os.PathLike) -> None:
-        self.path = Path(run_dir) / TRIAL_LOCK
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
         self._fd: int | None = None
 
-    def acquire(self) -> bool:
+    def acquire(self, *, wait: bool = False) -> bool:
+        """Hold the lock; without `wait`, False at once when another process holds it."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             return False
@@ -156,6 +158,20 @@ class TrialLock:
             os.close(self._fd)
             self._fd = None
 
+    def __enter__(self) -> FileLock:
+        self.acquire(wait=True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class TrialLock(FileLock):
+    """This process's hold on a trial's run folder."""
+
+    def __init__(self, run_dir: str | os.PathLike) -> None:
+        super().__init__(Path(run_dir) / TRIAL_LOCK)
+
 
 def study_lock(storage_url: str, study_name: str) -> Any:
     """A lock that processes of one machine share around counting the study's trials and asking for a new one, so
@@ -166,17 +182,3 @@ def study_lock(storage_url: str, study_name: str) -> Any:
             path = Path(storage_url.removeprefix(prefix)).expanduser()
             return FileLock(path.with_name(f"{path.name}.{study_name}.lock"))
     return contextlib.nullcontext()
-
-
-class FileLock:
-    def __init__(self, path: Path) -> None:
-        self.path, self._fd = path, -1
-
-    def __enter__(self) -> FileLock:
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        os.close(self._fd)

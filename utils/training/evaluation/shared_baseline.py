@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from utils.files import read_jsonl
-from utils.training.recording.run_record import read_run
+from utils.training.recording.run_record import METRICS_FILE, read_run
 
-METRICS_FILE = "metrics.jsonl"
 # The arguments that decide the weights at step 0 and how the evaluation is spoken and heard.
 _SAME_ARGUMENTS = (
     "custom_model",
