@@ -63,6 +63,9 @@ def _add_train_options(parser: argparse.ArgumentParser, leave_out: tuple[str, ..
         help_text = (spec.help + bounds).replace("%", "%%")  # argparse formats help with %
         if isinstance(default, bool):
             parser.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=default, help=help_text)
+        elif f.name in ("train_csv", "eval_csv"):
+            # One CSV, or several datasets: `--train-csv en=a.csv de:0.5=b.csv` (utils.data.mix).
+            parser.add_argument(_flag(f.name), nargs="+", default=[default], help=help_text, type=str)
         elif isinstance(default, tuple):
             parser.add_argument(_flag(f.name), type=float, nargs="+", default=list(default), help=help_text)
         else:
@@ -316,10 +319,17 @@ def _prepare(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from utils.gpt_train import train_gpt
 
-    options = {f.name: getattr(args, f.name) for f in fields(TrainArguments)}
+    options = {f.name: _one_or_list(getattr(args, f.name), f.name) for f in fields(TrainArguments)}
     result = train_gpt(progress_callback=_print_progress, **options)
     print(json.dumps({**result._asdict(), "status": result.status}, indent=2))
     return 0
+
+
+def _one_or_list(value: Any, name: str) -> Any:
+    """--train-csv/--eval-csv: one path as itself, several as the list of datasets."""
+    if not isinstance(value, list) or name not in ("train_csv", "eval_csv") or len(value) != 1:
+        return value
+    return value if name == "train_csv" and "=" in value[0] else value[0]
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
+from utils.data.mix import DatasetEntry, dataset_entries
 from utils.options.arguments import TrainArguments, fold_precision_alias, option_of
 from utils.options.option import Option, checked_value
 from webui.form_spec import FORM, UI
@@ -38,6 +39,8 @@ def form_ids() -> list[str]:
 
 def to_display(name: str, value: Any) -> Any:
     ui = FORM[name]
+    if ui.widget == "datasets":  # several datasets: one per line
+        return "\n".join(value) if isinstance(value, (list, tuple)) else value
     if ui.widget == "gpus":  # "0,1" -> ["0", "1"]; CPU processes are not offered by the form
         return [entry for entry in str(value or "").split(",") if entry.strip().isdigit()]
     return round(value / ui.scale, 3) if ui.scale != 1 and isinstance(value, (int, float)) else value
@@ -45,6 +48,8 @@ def to_display(name: str, value: Any) -> Any:
 
 def from_display(name: str, value: Any) -> Any:
     ui = FORM[name]
+    if ui.widget == "datasets" and isinstance(value, str):
+        return dataset_lines(name, value)
     if ui.widget == "gpus" and isinstance(value, (list, tuple)):
         return ",".join(sorted((str(v) for v in value), key=lambda v: (len(v), v)))
     if ui.scale != 1 and (isinstance(value, bool) or not isinstance(value, (int, float))):
@@ -53,6 +58,18 @@ def from_display(name: str, value: Any) -> Any:
     if ui.scale == 1:
         return value
     return round(value * ui.scale)
+
+
+def dataset_lines(name: str, text: str) -> Any:
+    """The Train/Eval CSV box: one path, or one dataset per line (train: `LANG[:HOW_OFTEN]=PATH`, utils.data.mix;
+    eval: one path per dataset, `-` or an empty line where its rows are held out)."""
+    lines = [line.strip() for line in text.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    if name == "eval_csv":
+        return (lines or [""])[0] if len(lines) <= 1 else ["" if line in ("", "-") else line for line in lines]
+    lines = [line for line in lines if line]
+    return (lines or [""])[0] if len(lines) <= 1 and "=" not in "".join(lines) else lines
 
 
 def gpu_choices(device_count: int) -> list[tuple[str, str]]:
@@ -113,11 +130,20 @@ def confined_paths(kwargs: dict[str, Any], roots: AppRoots) -> dict[str, str]:
         "resume_from": roots.run_folder,
         "whisper_model": lambda value, _: roots.whisper_model(value),
     }
-    return {
+    confined: dict[str, Any] = {
         name: str(check(str(kwargs[name]), name))
         for name, check in checks.items()
         if isinstance(kwargs.get(name), str) and kwargs[name].strip()
     }
+    if isinstance(kwargs.get("train_csv"), list):  # several datasets: each one's CSVs inside the app's folders
+        language = str(kwargs.get("language") or "en")
+        entries = dataset_entries(kwargs["train_csv"], kwargs.get("eval_csv") or "", language)
+        inside = [str(roots.dataset_file(e.csv, "train_csv")) for e in entries]
+        confined["train_csv"] = [DatasetEntry(p, e.language, e.weight, e.share).text() for p, e in zip(inside, entries)]
+        if isinstance(kwargs.get("eval_csv"), list):
+            evals = [e.eval_csv for e in entries]
+            confined["eval_csv"] = [str(roots.dataset_file(e, "eval_csv")) if e else "" for e in evals]
+    return confined
 
 
 def with_form_signature(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -162,6 +188,8 @@ def create_component(
     )
     if widget == "checkbox":
         return gr.Checkbox(**common)
+    if widget == "datasets":
+        return gr.Textbox(**common, lines=1, max_lines=16)
     if widget == "hidden":  # an API parameter the page does not show (an alias of a shown option)
         return gr.Checkbox(**common, visible=False)
     if widget == "gpus":

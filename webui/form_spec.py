@@ -21,7 +21,7 @@ class UI:
 
     label: str
     group: str
-    widget: str = ""  # number | slider | checkbox | radio | dropdown | textbox | gpus | hidden; empty: from the type
+    widget: str = ""  # number | slider | checkbox | radio | dropdown | textbox | datasets | gpus | hidden; empty: type
     name: str = ""  # defaults to the field name
     scale: float = 1.0  # the form shows value / scale (samples shown as seconds)
     step: float | None = None
@@ -35,8 +35,13 @@ FORM: dict[str, UI] = {
     "num_epochs": UI("Epochs", SCHEDULE),
     "batch_size": UI("Batch size", SCHEDULE, "textbox", info="a number, or auto"),
     "grad_acumm": UI("Gradient accumulation", SCHEDULE),
-    "train_csv": UI("Train CSV", DATA),
-    "eval_csv": UI("Eval CSV (optional)", DATA),
+    "train_csv": UI(
+        "Train CSV",
+        DATA,
+        "datasets",
+        info="several datasets: one per line, LANG[:HOW_OFTEN]=PATH (en=a.csv, de:0.5=b.csv, en:20%=replay.csv)",
+    ),
+    "eval_csv": UI("Eval CSV (optional)", DATA, "datasets", info="several datasets: one line each, - to hold out 15%"),
     "max_audio_length": UI(
         "Longest clip (seconds)",
         SCHEDULE,
@@ -82,6 +87,10 @@ FORM: dict[str, UI] = {
     "reference_search": UI(
         "Reference clips tried at the end", QUALITY, info="the best goes into ready/; 0 keeps the run's own clip"
     ),
+    "retention_languages": UI(
+        "Languages kept (retention check)", QUALITY, info="spoken and scored at each evaluation; auto, codes, or empty"
+    ),
+    "speaker_rule": UI("Several speakers: best checkpoint by", QUALITY, "radio", info="their mean or the worst voice"),
     "devices": UI("GPUs (one training process each)", SPEED, "gpus", info="effective batch x number of GPUs"),
     "length_grouping": UI("Length-grouped batches", SPEED, info="less padding; every clip once per epoch"),
     "torch_compile": UI("torch.compile the GPT blocks", ADVANCED, info="minutes to compile; unmeasured on a GPU"),

@@ -12,7 +12,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from utils.data.mix import parse_entry
 from utils.data.transcription import looks_like_path
 from utils.text.visible import clipped
 
@@ -64,9 +66,16 @@ class AppRoots:
     def dataset_file(self, value: str | os.PathLike, what: str = "CSV") -> Path:
         return self.confine(value, self.data_roots(), what)
 
-    def audio_roots(self, *csv_paths: str | os.PathLike | None) -> tuple[Path, ...]:
-        """Where the audio these CSVs name may lie (each CSV's own upload or data folder)."""
-        return tuple(dict.fromkeys(root for csv in csv_paths if csv for root in self._audio_root(csv)))
+    def audio_roots(self, *csv_paths: Any) -> tuple[Path, ...]:
+        """Where the audio these CSVs name may lie (each CSV's own upload or data folder). A list of datasets
+        (utils.data.mix: `lang:rate=path` entries, eval paths) gives each of its CSVs."""
+        paths: list[Any] = []
+        for value in csv_paths:
+            if isinstance(value, (list, tuple)):
+                paths += [parse_entry(v, "en").csv for v in value if v]
+            elif value:
+                paths.append(value)
+        return tuple(dict.fromkeys(root for csv in paths for root in self._audio_root(csv)))
 
     def _audio_root(self, csv_path: str | os.PathLike) -> tuple[Path, ...]:
         """Inside the CSV's own upload (an uploaded file's folder, an extracted zip, a prepared dataset), or

@@ -74,15 +74,36 @@ def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     best = next((r for r in reversed(records) if r.is_best), None)
     for record in records:
         reasons = list(record.reasons or [])
+        over = f"over the voices ({record.speaker_rule}); " if record.voices else ""
         rows.append(
             {
                 "step": int(record.step),
                 **{label: _cell(getattr(record, key), key, reasons) for key, label in SCORES},
                 "best": "★" if record is best else ("base" if record.baseline else ""),
-                "notes": "; ".join(reasons),
+                "notes": over + "; ".join(reasons),
             }
         )
+        rows += _part_rows(record)
     return shown_cells(pd.DataFrame(rows[::-1], columns=QUALITY_COLUMNS))
+
+
+def _part_rows(record: QualityRecord) -> list[dict[str, Any]]:
+    """Below an evaluation's row (the table is newest first, so listed in reverse): each voice's own scores, and each
+    language the run does not train (its retention probe)."""
+    parts = [(f"voice {name}", scores) for name, scores in (record.voices or {}).items()]
+    parts += [(f"retention {language}", scores) for language, scores in (record.retention or {}).items()]
+    rows = []
+    for label, scores in parts:
+        reasons = list(scores.get("reasons") or [])
+        rows.append(
+            {
+                "step": int(record.step),
+                **{name: _cell(scores.get(key), key, reasons) if key in scores else "" for key, name in SCORES},
+                "best": "",
+                "notes": f"{label}: " + "; ".join(reasons),
+            }
+        )
+    return rows[::-1]
 
 
 def best_markdown(run_dir: str | Path | None) -> str:

@@ -11,13 +11,14 @@ import gradio as gr
 
 from utils.model import sampling
 from utils.model.inference import find_ready_dir, synthesize
+from utils.model.named_voices import voice_names
 from utils.model.ready import finetune_info_or_reason, read_inference_settings
 from utils.quality.asr import default_whisper_model
 from utils.text.languages import LANGUAGE_CHOICES
 from webui import lexicon_view, quality_view, reference_view, voice_view
 from webui.context import GPU_QUEUE, UIContext
 from webui.long_text_view import report_markdown
-from webui.shown import page_error
+from webui.shown import page_error, shown
 
 # The sliders a run's ready/config.json sets, in the order of ui["sampling"].
 SAMPLING_KEYS = sampling.CONFIG_KEYS
@@ -110,10 +111,12 @@ def synthesize_handler(
     speed: float,
     max_tokens: float,
     tries: float = 1,  # a script or test calling the handler itself speaks as before: one try, no checking
+    voice: str = "",
     progress: Any = gr.Progress(),
 ) -> tuple[str, str, str]:
     """Generate speech, sentence by sentence, each checked with up to `tries` tries (utils.model.long_text); returns
-    (audio path for the player, same path for download, the per-sentence report as Markdown)."""
+    (audio path for the player, same path for download, the per-sentence report as Markdown). `voice`: one of the
+    named voices of a run trained on several speakers ("" the run's own)."""
     source = _chosen_model(run, ready_path)
     _gpu_free(ctx)
     try:
@@ -129,6 +132,7 @@ def synthesize_handler(
             output_wav=output,
             tries=sampling.checked("tries", tries),
             progress=lambda done, total, message: progress(done / max(total, 1), desc=message),
+            voice=str(voice or "").strip() or None,
         )
     except ValueError as exc:
         raise page_error(exc) from exc
@@ -205,6 +209,17 @@ def run_selected(ctx: UIContext, run: str, ready_path: str) -> tuple[Any, ...]:
     )
 
 
+def voices_of_run(ctx: UIContext, run: str, ready_path: str) -> Any:
+    """The Voice choice: the named voices of a run trained on several speakers (hidden for a voice of one)."""
+    source = (ready_path or "").strip() or run
+    try:
+        names = list(voice_names(find_ready_dir(ctx.roots.run_folder(source, "model")))) if source else []
+    except ValueError:
+        names = []
+    choices = [("the run's own voice", ""), *((shown(name, "plain"), name) for name in names)]
+    return gr.update(choices=choices, value="", visible=bool(names))
+
+
 def fill_for_run(ctx: UIContext, run: str, ready_path: str, filled_for: str) -> tuple[Any, ...]:
     """run_selected and the voice's lexicon for the run shown, once per run (`filled_for`: the one the form was last
     filled for; the same again changes nothing, so a later refresh of the run lists keeps what the person set)."""
@@ -228,6 +243,13 @@ def _voice_section(ctx: UIContext) -> dict[str, Any]:
         with gr.Column():
             ui["text"] = gr.Textbox(label="Text", lines=3, value="Hello! This is my fine-tuned voice.")
             ui["language"] = gr.Dropdown(list(LANGUAGE_CHOICES), value="en", label="Language", allow_custom_value=True)
+            ui["voice"] = gr.Dropdown(
+                [("the run's own voice", "")],
+                value="",
+                label="Voice (a run of several speakers)",
+                visible=False,
+                elem_id="test-voice",
+            )
             ui["reference"] = reference_view.reference_input()
         with gr.Column():
             ui["sampling_source"] = gr.Markdown(
@@ -309,10 +331,11 @@ def create_test_tab(ctx: UIContext) -> dict[str, Any]:
     )
     for trigger in (run.change, ready_path.submit):
         trigger(*fill, api_visibility="undocumented")
+        trigger(functools.partial(voices_of_run, ctx), [run, ready_path], ui["voice"], api_visibility="undocumented")
     voice = [run, ready_path, ui["reference"], ui["text"], ui["language"]]
     ui["generate"].click(
         functools.partial(synthesize_handler, ctx),
-        [*voice, *ui["sampling"], ui["tries"]],
+        [*voice, *ui["sampling"], ui["tries"], ui["voice"]],
         [ui["audio"], ui["download"], ui["report"]],
         api_name="synthesize",
         concurrency_id=GPU_QUEUE,

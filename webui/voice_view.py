@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from utils.model.ready import INFERENCE_DEFAULTS, InferenceSettings, read_inference_settings
+from utils.training.evaluation.retention import retention_changes
 from utils.training.recording.records import QualityRecord, records_of
 from utils.training.recording.run_record import load_run
 from webui import line_plot
@@ -86,6 +87,12 @@ def voice_markdown(run_dir: str | Path | None, records: list[dict[str, Any]]) ->
     """The latest evaluation's babble and naturalness lines, then the run's verdict against the base model."""
     scored = records_of(records, QualityRecord)
     lines = [line for line in (babble_line(scored[-1]), naturalness_line(scored[-1])) if line] if scored else []
+    baseline = next((r for r in records if r.get("baseline")), None)
+    retention = retention_changes(baseline, records[-1]) if records and records[-1].get("retention") else []
+    if retention:
+        mark = "⚠" if any(r["worse"] for r in retention) else "✓"
+        said = shown("; ".join(r["text"] for r in retention))
+        lines.append(f"{mark} **Other languages** (step {records[-1].get('step')}): {said}")
     verdict = load_run(run_dir).verdict if run_dir else None
     if verdict:
         mark = "✓" if verdict.get("better") else "⚠"

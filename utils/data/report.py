@@ -88,6 +88,12 @@ class DatasetReport:
     _fingerprint: str = field(default="", repr=False)
     # audio location -> (size, sha256 of its first 64 KiB), as the check read it: the fingerprint needs no reread
     _heads: dict[str, tuple[int, str]] = field(default_factory=dict, repr=False, compare=False)
+    # Several datasets (utils.data.mix_check): each CSV's dataset index and language, each dataset's summary, and
+    # the rows each gives to an epoch (utils.data.mix.draw_counts). Empty for one dataset.
+    file_datasets: dict[str, int] = field(default_factory=dict, repr=False)
+    file_languages: dict[str, str] = field(default_factory=dict, repr=False)
+    datasets: list[dict[str, object]] = field(default_factory=list)
+    epoch_draws: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.notes = [visible(note) for note in self.notes]  # they name files: shown for what they are
@@ -108,6 +114,17 @@ class DatasetReport:
     @property
     def eval_count(self) -> int:
         return sum(len(u.lines) for u in self._eval) + sum(len(p) for p in self._eval_picks.values())
+
+    @property
+    def epoch_rows(self) -> int:
+        """Rows an epoch trains on: the training rows, or what several datasets' weights draw of them."""
+        return sum(self.epoch_draws) if self.epoch_draws else self.train_count
+
+    def language_of(self, csv_file: str) -> str:
+        return self.file_languages.get(csv_file, self.language)
+
+    def dataset_of(self, csv_file: str) -> int:
+        return self.file_datasets.get(csv_file, 0)
 
     @property
     def ok(self) -> bool:
@@ -147,6 +164,7 @@ class DatasetReport:
             "histogram": self.histogram,
             "problem_counts": self.problem_counts,
             "problems": self.problems_table(),
+            **({"datasets": self.datasets, "rows_per_epoch": self.epoch_rows} if self.datasets else {}),
         }
 
     def fingerprint(self) -> str:

@@ -160,6 +160,11 @@ class FasterWhisperTranscriber:
                 raise TranscriberUnavailable(f"could not load the Whisper model in {path}: {exc}") from exc
         return self._model
 
+    @property
+    def english_only(self) -> bool:
+        """Whether the model transcribes English alone (a Whisper *.en model): other languages come out as English."""
+        return not self._load().model.is_multilingual
+
     def transcribe(self, wav: np.ndarray, sample_rate: int, language: str | None) -> TranscriptionResult:
         model = self._load()
         audio = np.asarray(wav, dtype=np.float32)

@@ -64,6 +64,7 @@ from utils.model.ready import (
     ready_config,
 )
 from utils.model.references import voice_references
+from utils.model.speaker_latents import coqui_xtts, latents_of
 from utils.text.frontend import TextFrontEnd
 from utils.text.visible import clipped, visible
 
@@ -488,33 +489,8 @@ def _cached_latents(
     `speaker_wav=`: the model's own get_conditioning_latents
     with config.json's gpt_cond_len, gpt_cond_chunk_len, max_ref_len and sound_norm_refs (Xtts.synthesize passes
     those). Cached by the files' sizes and times: exporting a voice for several apps loads the model once."""
-    from TTS.tts.configs.xtts_config import XttsConfig
-    from TTS.tts.models.xtts import Xtts
-
-    folder = Path(model).parent
-    config = XttsConfig()
-    config.deserialize(ready_config(folder))
-    xtts = Xtts(config)
-    xtts.load_checkpoint(config, checkpoint_dir=str(folder), checkpoint_path=model, eval=True, use_deepspeed=False)
-    try:
-        with torch.inference_mode():
-            latent, speaker = xtts.get_conditioning_latents(
-                audio_path=list(references),
-                max_ref_length=config.max_ref_len,
-                gpt_cond_len=config.gpt_cond_len,
-                gpt_cond_chunk_len=config.gpt_cond_chunk_len,
-                sound_norm_refs=config.sound_norm_refs,
-            )
-    except (RuntimeError, OSError, ImportError) as exc:
-        raise ValueError(
-            f"coqui could not read {', '.join(references)} to compute the voice ({type(exc).__name__}: {exc}); its "
-            "audio loader (torchaudio) needs FFmpeg."
-        ) from exc
-    # In this order: coqui's synthesize unpacks a speaker's two values by position.
-    return {
-        "gpt_cond_latent": latent.detach().cpu().float().contiguous(),
-        "speaker_embedding": speaker.detach().cpu().float().contiguous(),
-    }
+    xtts, config = coqui_xtts(Path(model).parent, model)
+    return latents_of(xtts, config, references)
 
 
 def voice_latents(ready: Path) -> dict[str, torch.Tensor]:

@@ -27,6 +27,7 @@ from utils.constants import XTTS_SAMPLE_RATE
 from utils.model import long_text, sampling
 from utils.model.base_models import models_root
 from utils.model.checkpoints import loadable_checkpoint
+from utils.model.named_voices import named_voice
 from utils.model.ready import (
     READY_DIR,
     read_finetune_info,
@@ -34,6 +35,7 @@ from utils.model.ready import (
     read_voice_frontend,
     ready_config,
     recover_ready,
+    voice_ready_dir,
 )
 from utils.model.references import reference_paths, voice_references
 from utils.text.frontend import TextFrontEnd
@@ -440,6 +442,7 @@ def synthesize(
     output_wav: str | os.PathLike | None = None,
     tries: int = 1,
     progress: long_text.Progress | None = None,
+    voice: str | None = None,
 ) -> Speech:
     """Synthesize `text` with a run's voice; returns (sample_rate, float32 samples), a `Speech` whose `.settings`
     are the sampling settings used and `.warnings` what was wrong with those the voice's files hold, and writes
@@ -453,7 +456,10 @@ def synthesize(
     Any length (up to utils.model.long_text.MAX_TEXT_CHARS): the text is spoken sentence by sentence and joined with
     pauses that follow its punctuation (utils.model.long_text); `max_audio_tokens` then caps each piece. `tries` > 1
     checks each sentence as it is spoken (Whisper, stop, length) and speaks a failing one again with seed + 1, + 2...,
-    keeping the best; `.sentences` reports each piece, `progress(done, total, message)` follows them."""
+    keeping the best; `.sentences` reports each piece, `progress(done, total, message)` follows them.
+
+    `voice`: one of the named voices of a run trained on several speakers (utils.model.named_voices): its reference
+    clips and, unless `language` is given, its language."""
     given = sampling.checked_all(
         {
             "temperature": temperature,
@@ -468,13 +474,14 @@ def synthesize(
     seed = None if seed is None else sampling.checked("seed", seed)
     text = long_text.checked_text(text)
     tries = long_text.checked_tries(tries)
-    voice = load_voice(model_path)
-    reference = reference_paths(reference_wav) or voice_references(voice.ready_dir)
+    named = named_voice(voice_ready_dir(model_path), voice) if voice else ([], "")
+    loaded = load_voice(model_path)
+    reference = reference_paths(reference_wav) or named[0] or voice_references(loaded.ready_dir)
     check_reference(reference)
-    frontend = current_frontend(voice, language)
-    model = voice.model
+    frontend = current_frontend(loaded, language or named[1] or None)
+    model = loaded.model
     pieces = long_text.prepared_pieces(text, frontend, model)
-    own = read_inference_settings(voice.ready_dir)
+    own = read_inference_settings(loaded.ready_dir)
     # Only the voice's settings this call uses: a bad temperature in the file is no matter when one is given.
     warnings = [why for name, why in own.problems.items() if given.get(name) is None]
     for why in warnings:
@@ -501,8 +508,8 @@ def synthesize(
         pieces,
         generate,
         frontend=frontend,
-        ready_dir=voice.ready_dir,
-        rate=voice.sample_rate,
+        ready_dir=loaded.ready_dir,
+        rate=loaded.sample_rate,
         seed=seed,
         tries=tries,
         speed=speed,
@@ -510,6 +517,6 @@ def synthesize(
         progress=progress,
     )
     if output_wav:
-        write_wav(output_wav, spoken.wav, voice.sample_rate)
+        write_wav(output_wav, spoken.wav, loaded.sample_rate)
     used = {**settings, "speed": speed}
-    return Speech(voice.sample_rate, spoken.wav, used, warnings, spoken.sentences, spoken.checks)
+    return Speech(loaded.sample_rate, spoken.wav, used, warnings, spoken.sentences, spoken.checks)

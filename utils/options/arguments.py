@@ -15,10 +15,12 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 from utils.constants import MAX_AUDIO_LENGTH, XTTS_SAMPLE_RATE
+from utils.data.mix import dataset_entries, normalized_csvs
 from utils.device.precision import PRECISIONS, Precision
 from utils.device.selection import parse_devices
 from utils.model.lora import parse_targets
 from utils.options.option import Option, checked_value, option
+from utils.quality.retention_languages import check_retention_setting
 from utils.text.frontend import check_g2p_language
 from utils.text.languages import LANGUAGE_CHOICES, canonical_language
 
@@ -63,11 +65,18 @@ class TrainArguments:
         minimum=1,
         maximum=1024,
     )
-    train_csv: str = option(
+    train_csv: str | tuple[str, ...] = option(
         "",
-        "Training metadata CSV: audio_file|text|speaker_name (also comma/tab separated, or LJSpeech).",
+        "Training metadata CSV: audio_file|text|speaker_name (also comma/tab separated, or LJSpeech). Or a list of "
+        "datasets trained together, each 'LANG[:HOW_OFTEN]=PATH' (or a dict: csv, language, weight, share): "
+        "'en=a.csv', 'amh:2=b.csv' (each row twice an epoch), 'en:20%=c.csv' (a replay share: 20% of every epoch); "
+        "a bare path takes `language` (utils.data.mix).",
     )
-    eval_csv: str = option("", "Evaluation CSV; empty holds out 15% of the usable training rows.")
+    eval_csv: str | tuple[str, ...] = option(
+        "",
+        "Evaluation CSV; empty holds out 15% of the usable training rows. With a list of datasets, a list: one per "
+        "dataset ('' holds out 15% of that one's rows).",
+    )
     output_path: str = option("./output", "Folder where run folders are created.")
     max_audio_length: int = option(
         MAX_AUDIO_LENGTH,
@@ -247,6 +256,19 @@ class TrainArguments:
         "starting weights again (a sweep's trials share one: utils.sweep). Taken only when that run scored the same "
         "starting weights, sentences, probes, seed and Whisper model; otherwise this run scores its own and says why.",
     )
+    retention_languages: str = option(
+        "auto",
+        "Languages the run does not train, spoken at every scored evaluation and compared with step 0, so that a "
+        "fine-tune that makes the model forget them is seen (comma separated codes; 'auto': English, or Spanish when "
+        "the run trains English; '' = off). Scored like any clip: CER where the Whisper model has the language, "
+        "naturalness, whether each clip stopped (utils.training.evaluation.retention).",
+    )
+    speaker_rule: str = option(
+        "mean",
+        "Several speakers in the dataset (each with enough data becomes a named voice with its own scores): the "
+        "best checkpoint is chosen by the best_by value over the voices, their mean or the worst voice's.",
+        choices=("mean", "worst"),
+    )
     devices: str = option(
         "",
         "Train on several devices, one process each (PyTorch DDP started by torchrun): GPU numbers such as '0,1', "
@@ -302,7 +324,12 @@ class TrainArguments:
     )
 
     def __post_init__(self) -> None:
+        csvs = normalized_csvs(self.train_csv, self.eval_csv, canonical_language(str(self.language or "en")))
+        object.__setattr__(self, "train_csv", csvs[0])
+        object.__setattr__(self, "eval_csv", csvs[1])
         for spec in fields(self):
+            if isinstance(getattr(self, spec.name), tuple) and spec.name in ("train_csv", "eval_csv"):
+                continue  # several datasets, checked by normalized_csvs
             object.__setattr__(
                 self,
                 spec.name,
@@ -330,6 +357,10 @@ class TrainArguments:
             raise ValueError("batch_size='auto' plans one device's memory: give a number with several devices.")
         if self.lora_rank:
             parse_targets(self.lora_targets)
+        trained = [self.language]
+        if isinstance(self.train_csv, tuple):
+            trained += [e.language for e in dataset_entries(self.train_csv, self.eval_csv, self.language)]
+        check_retention_setting(self.retention_languages, trained)
         if self.run_name and (not RUN_NAME_PATTERN.fullmatch(self.run_name) or ".." in self.run_name):
             raise ValueError(
                 f"run_name {self.run_name[:100]!r} is not a name: use up to 80 letters, digits, '-', '_' "
@@ -351,6 +382,15 @@ class TrainArguments:
             )
 
     def _check_new_language(self) -> None:
+        if isinstance(self.train_csv, tuple):
+            main = canonical_language(self.language)
+            for entry in dataset_entries(self.train_csv, self.eval_csv, self.language):
+                if entry.language != main and entry.language not in LANGUAGE_CHOICES:
+                    raise ValueError(
+                        f"train_csv {entry.csv!r}: language {entry.language!r} is not one XTTS v2 speaks, and only "
+                        f"the run's own language ({main!r}) may be new to the model. Give that dataset one of "
+                        f"{', '.join(LANGUAGE_CHOICES)}, or make it the run's language."
+                    )
         # A resumed run or a fine-tuned model may already hold the language: their vocab is checked later.
         if self.new_language or self.resume_from or self.custom_model:
             return
@@ -369,6 +409,9 @@ class TrainArguments:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["lr_milestones"] = list(self.lr_milestones)
+        for name in ("train_csv", "eval_csv"):
+            if isinstance(data[name], tuple):
+                data[name] = list(data[name])
         return data
 
     def replace(self, **changes: Any) -> TrainArguments:

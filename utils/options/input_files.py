@@ -32,6 +32,16 @@ def check_input_files(args: TrainArguments) -> None:
         from utils.text.lexicon import read_lexicon_file
 
         read_lexicon_file(args.lexicon_file, args.language)
+    if isinstance(args.train_csv, tuple):
+        from utils.data.mix import dataset_entries
+
+        for entry in dataset_entries(args.train_csv, args.eval_csv, args.language):
+            if entry.eval_csv and _same_file(entry.eval_csv, entry.csv):
+                raise ValueError(
+                    f"eval_csv {entry.eval_csv!r} is the training CSV of its dataset: give a separate eval CSV, or "
+                    "'' to hold out 15% of its rows."
+                )
+        return
     if args.eval_csv and args.train_csv and _same_file(args.eval_csv, args.train_csv):
         raise ValueError(
             f"eval_csv is the training CSV ({args.eval_csv}): the evaluation would score the rows the run "

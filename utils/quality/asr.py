@@ -92,7 +92,11 @@ def transcriber_or_reason(
     if language is not None:
         model_name_or_dir = default_whisper_model(language, str(model_name_or_dir), kwargs.get("local_models_dir"))
     try:
-        return get_transcriber(model_name_or_dir, *args, **kwargs), None
+        transcriber = get_transcriber(model_name_or_dir, *args, **kwargs)
+        english = str(language or "en").lower().split("-")[0] == "en"
+        if not english and getattr(transcriber, "english_only", False):
+            return None, f"Whisper {Path(str(model_name_or_dir)).name} transcribes English only, not {language}"
+        return transcriber, None
     except TranscriberUnavailable as exc:
         return None, short_unavailable(str(exc))
     except ImportError as exc:  # faster-whisper itself missing (the GPU box, which carries no Whisper)

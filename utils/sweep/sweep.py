@@ -190,12 +190,12 @@ def _slots(devices: str | Sequence[str] | None) -> list[str]:
 def _fingerprint(args: TrainArguments, audio_roots: Sequence[str] | None) -> tuple[str, int]:
     """The dataset by content (what the study is of) and its training rows; checked once, cached for the trials."""
     from utils.data.check_cache import cache_folder
-    from utils.data.validation import validate_dataset
+    from utils.data.mix_check import validate_datasets
     from utils.training.inputs.input_checks import raise_if_unusable
 
-    report = validate_dataset(
+    report = validate_datasets(
         args.train_csv,
-        args.eval_csv or None,
+        args.eval_csv,
         args.language,
         args.max_audio_length,
         seed=args.seed,
@@ -203,7 +203,7 @@ def _fingerprint(args: TrainArguments, audio_roots: Sequence[str] | None) -> tup
         cache_dir=cache_folder(args.output_path),
     )
     raise_if_unusable(report, args.min_usable_rows)
-    return report.fingerprint(), int(report.train_count)
+    return report.fingerprint(), int(report.epoch_rows)
 
 
 class Sweep:

@@ -66,3 +66,16 @@ def whisper_language(code: str) -> str | None:
     if not lang or lang == "auto":
         return None
     return _WHISPER_CODES.get(lang, lang.split("-")[0])
+
+
+# The languages' names in English, as messages say them ("English CER 6% -> 19%").
+LANGUAGE_NAMES = {
+    "en": "English", "es": "Spanish", "fr": "French", "de": "German", "it": "Italian", "pt": "Portuguese",
+    "pl": "Polish", "tr": "Turkish", "ru": "Russian", "nl": "Dutch", "cs": "Czech", "ar": "Arabic",
+    "zh-cn": "Chinese", "hu": "Hungarian", "ko": "Korean", "ja": "Japanese", "hi": "Hindi", "amh": "Amharic",
+}  # fmt: skip
+
+
+def language_name(code: str) -> str:
+    """The language's English name, or its code when it has none here (a new language)."""
+    return LANGUAGE_NAMES.get(canonical_language(code), code)

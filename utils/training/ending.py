@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.model.base_models import BaseModel
+from utils.model.named_voices import write_named_voices
 from utils.model.ready import REFERENCE_WAV, export_ready
 from utils.model.references import voice_references
 from utils.options.arguments import TrainArguments
@@ -40,6 +41,7 @@ class RunEnding:
     language: str
     frontend: TextFrontEnd
     export_only: bool
+    voices: dict[str, Any]
     _set_status: Callable[..., None]
     _clip_failures: Callable[[], dict[str, Any]]
 
@@ -80,6 +82,8 @@ class RunEnding:
             },
         )
         adapter = self._export_adapter(base, checkpoint)
+        if self.voices:
+            write_named_voices(ready, self.voices, self.run_dir)
         self.phase_times.add(EXPORT, self.phase_times.clock() - exporting)
         self._choose_reference(ready, status)
         inference = self._choose_inference(ready, status)

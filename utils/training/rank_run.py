@@ -47,7 +47,7 @@ def train_beside_rank_zero(
 ) -> RunOutput:
     """Train as a rank > 0 of a run (after `describe_ranks`); returns where rank 0 writes the voice."""
     run_dir = distributed.share_run_dir(None)
-    steps = ddp_data.steps_per_epoch(report.train_count, args.batch_size)
+    steps = ddp_data.steps_per_epoch(report.epoch_rows, args.batch_size)
     metrics = SilentMetrics(
         run_dir / METRICS_FILE,
         batch_size=args.batch_size,

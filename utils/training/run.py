@@ -21,7 +21,8 @@ from typing import Any
 import torch
 
 from utils.data.check_cache import cache_folder, remove_from_new_output
-from utils.data.validation import DatasetReport, validate_dataset
+from utils.data.mix_check import validate_datasets
+from utils.data.validation import DatasetReport
 from utils.device.gpu import detect_gpu
 from utils.device.memory import format_memory_stats
 from utils.files import append_jsonl, atomic_output, is_disk_full, rewrite_jsonl, write_json_atomic
@@ -37,6 +38,7 @@ from utils.training.checkpointing.resume_checks import check_resume, checkpoint_
 from utils.training.controls import StopFlag, torch_settings_restored
 from utils.training.ending import RunEnding
 from utils.training.evaluation.best_checkpoint import CheckpointChoice, checkpoint_choice
+from utils.training.evaluation.voices import dataset_voices, write_voice_references
 from utils.training.inputs import ddp_data
 from utils.training.inputs.input_checks import (
     check_checkpoint_file,
@@ -128,6 +130,8 @@ class TrainingRun(RunEnding):
         self.dataset_fingerprint = ""  # the dataset by content (DatasetReport.fingerprint), for a later resume
         self.micro_batch: int | None = None  # a resume's clips per forward/backward (out-of-memory errors halved)
         self.export_only = False  # a resume of a run that trained every step and only lacks ready/
+        self.voices: dict[str, Any] = {}  # several speakers: run.json `voices` (utils.training.evaluation.voices)
+        self.voice_notes: list[str] = []
 
     # --- before any folder or model exists ------------------------------------------------------------
     def check_inputs(self) -> tuple[BaseModel, DatasetReport]:
@@ -144,26 +148,25 @@ class TrainingRun(RunEnding):
         if self.args.custom_model:
             check_checkpoint_file(Path(self.args.custom_model).expanduser(), "custom_model")
         models_dir = self.args.models_dir or None
-        options = text_check_options(
-            self.args.version,
-            self.language,
-            self.args.use_amharic_g2p,
-            self.args.custom_model,
-            models_dir,
-            lexicon_file=self.args.lexicon_file,
-        )
-        report = validate_dataset(
+        report = validate_datasets(
             self.args.train_csv,
-            self.args.eval_csv or None,
+            self.args.eval_csv,
             self.language,
             self.args.max_audio_length,
+            options_for=lambda language: text_check_options(
+                self.args.version,
+                language,
+                self.args.use_amharic_g2p and language == self.language,  # G2P in its own language only
+                self.args.custom_model,
+                models_dir,
+                lexicon_file=self.args.lexicon_file,
+            ),
             seed=self.args.seed,
             audio_roots=self.audio_roots,
             # Checked once: an unchanged dataset (a resume, a second run, the page's Check) is not decoded again.
             # Rank 0 alone writes the cache: another rank's write could follow rank 0's removal after a refusal.
             cache_dir=cache_folder(self.args.output_path) if distributed.is_main_process() else None,
             should_stop=self.should_stop,
-            **options,
         )
         raise_if_unusable(report, self.args.min_usable_rows)
         # A real base model may need a download: that waits until the dataset is known to be usable.
@@ -206,14 +209,14 @@ class TrainingRun(RunEnding):
         if self.args.batch_size == "auto" and self.resume_dir is None:
             durations = [seconds for _, seconds in report.iter_usable("train")]  # the longest batch is planned
         self.args, self.batch_choice, probe_batch = resolve_batch(
-            self.args, report.train_count, self.resume_dir, durations
+            self.args, report.epoch_rows, self.resume_dir, durations
         )
         self.generation_batch, generation_choice = plan_generation_batch(
             self.args, durations or [seconds for _, seconds in report.iter_usable("train")]
         )
         if generation_choice:
             print(generation_choice, flush=True)
-        return probe_batch, self.args.num_epochs * ddp_data.steps_per_epoch(report.train_count, self.args.batch_size)
+        return probe_batch, self.args.num_epochs * ddp_data.steps_per_epoch(report.epoch_rows, self.args.batch_size)
 
     def _check_resume(self, base: BaseModel, total_steps: int) -> None:
         """Before anything is written: a refused resume leaves the run's record as it was."""
@@ -245,7 +248,7 @@ class TrainingRun(RunEnding):
         if self.resume_point is not None:
             self._supersede_metrics(checkpoint_steps(self.resume_point))
         self.metrics = self._metrics_logger(
-            report.train_count, TensorBoardMirror(self.run_dir, resumed=self.resume_dir is not None)
+            report.epoch_rows, TensorBoardMirror(self.run_dir, resumed=self.resume_dir is not None)
         )
         self._write_record(base, report)
 
@@ -256,9 +259,16 @@ class TrainingRun(RunEnding):
         if probe_batch:
             self._confirm_batch_size(base, report)
         self._write_run_files(report)
-        # Taken now, while the dataset is as validated: the user's files may move during a long run.
+        # Several speakers: each one with enough data a named voice with its own reference clip (run.json `voices`);
+        # the first one is ready/'s own voice. Taken now, while the dataset is as validated: the user's files may
+        # move during a long run.
+        voices, self.voice_notes = dataset_voices(report)
+        self.voices = write_voice_references(voices, self.run_dir) if voices else {}
+        reference_rows = voices[0].train if voices else self.setup.train_durations
         update_run(
-            self.run_dir, reference=write_reference_wav(self.setup.train_durations, self.run_dir / REFERENCE_WAV)
+            self.run_dir,
+            reference=write_reference_wav(reference_rows, self.run_dir / REFERENCE_WAV),
+            **({"voices": self.voices} if self.voices else {}),
         )
         self.choice = checkpoint_choice(
             self.args,
@@ -268,6 +278,8 @@ class TrainingRun(RunEnding):
             self.metrics,
             self.run_dir / REFERENCE_WAV,
             generation_batch=self.generation_batch,
+            voices=voices,
+            voice_notes=self.voice_notes,
         )
         self.setup.trainer.choose_best = self.choice
         self.setup.trainer.phase_times = self.phase_times
@@ -352,7 +364,7 @@ class TrainingRun(RunEnding):
             self.batch_choice += f"; the probe step fit {batch}"
             self.setup.release()
             self.args = self.args.replace(batch_size=batch)
-            self.metrics = self._metrics_logger(report.train_count, self.metrics.tensorboard)
+            self.metrics = self._metrics_logger(report.epoch_rows, self.metrics.tensorboard)
             self.setup = self._build_setup(base, report)
             self.spec = self.spec.with_changes(arguments=self.args.to_dict(), batch_size_auto=self.batch_choice)
             self.spec.write()

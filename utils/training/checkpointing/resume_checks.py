@@ -68,12 +68,38 @@ def resume_differences(
             f"length_grouping={bool(args.length_grouping)} (the run trained with {bool(before['length_grouping'])})"
         )
     trained_data = (record.get("dataset") or {}).get("fingerprint")
-    if trained_data and trained_data != fingerprint:
+    mixed = _datasets_difference(before, args)
+    if mixed:
+        found.append(mixed)
+    elif trained_data and trained_data != fingerprint:
         found.append(
             f"the dataset {args.train_csv!r}{' + ' + repr(args.eval_csv) if args.eval_csv else ''} holds other rows "
             "than the one the run trained on (compared by content: texts, speakers, splits and audio)"
         )
     return found
+
+
+def _datasets_difference(before: dict[str, Any], args: TrainArguments) -> str:
+    """Another list of datasets (utils.data.mix), named: each dataset's CSV, language and rate."""
+    from utils.data.mix import dataset_entries, describe_rate
+
+    if "train_csv" not in before or not (isinstance(before["train_csv"], list) or isinstance(args.train_csv, tuple)):
+        return ""
+    trained = before["train_csv"] if isinstance(before["train_csv"], list) else before["train_csv"]
+    trained_evals = before.get("eval_csv") or ""
+    try:
+        then = dataset_entries(
+            tuple(trained) if isinstance(trained, list) else trained,
+            tuple(trained_evals) if isinstance(trained_evals, list) else trained_evals,
+            before.get("language", args.language),
+        )
+    except ValueError:
+        return ""
+    now = dataset_entries(args.train_csv, args.eval_csv, args.language)
+    key = lambda entries: [(e.language, e.weight, e.share, Path(e.csv).name) for e in entries]
+    if key(then) == key(now):
+        return ""
+    return f"the datasets {describe_rate(now)} (the run trained on {describe_rate(then)})"
 
 
 def _lora_difference(before: dict[str, Any], args: TrainArguments) -> str:

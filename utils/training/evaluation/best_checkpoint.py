@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from utils.quality.selection import BestRule, EarlyStopping, is_better
-from utils.training.evaluation.quality_eval import QualityEvaluator, ScoringBudget
+from utils.training.evaluation.quality_eval import ScoringBudget
 from utils.training.evaluation.shared_baseline import shared_baseline
 from utils.training.loop.trainer import StopTraining
 from utils.training.ranks import distributed
 from utils.training.recording.checkpoint_files import BEST_MODEL_FILE
 from utils.training.recording.phase_times import SAVES, SCORED_EVAL, SCORING_WAIT, phase
-from utils.training.recording.records import BestChoice, EarlyStopState, QualityRecord, QualitySetup
+from utils.training.recording.records import BestChoice, EarlyStopState, QualityRecord
 from utils.training.recording.run_record import load_run, update_run
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class CheckpointChoice:
         patience: int,
         run_dir: Path,
         metrics: Any,
-        evaluator: QualityEvaluator | None = None,
+        evaluator: Any = None,
         scoring_share: float = 1.0,
         baseline_from: str = "",
     ) -> None:
@@ -331,42 +331,21 @@ def checkpoint_choice(
     metrics: Any,
     reference_wav: Path,
     generation_batch: int = 0,
+    voices: list[Any] | None = None,
+    voice_notes: list[str] | None = None,
 ) -> CheckpointChoice:
     """The run's CheckpointChoice from its TrainArguments (quality_eval, best_by, early_stop_patience,
     whisper_model, quality_max_audio_tokens); the sentences it speaks are recorded in run.json `quality`;
     `generation_batch`: rows generated together (0: all; utils.training.loop.auto_batch.plan_generation_batch)."""
     from utils.quality.reference_candidates import reference_pool
-    from utils.training.evaluation.probe_eval import probe_rows, speaking_pace
-    from utils.training.evaluation.quality_eval import pick_eval_sentences
+    from utils.training.evaluation.evaluation_plan import run_evaluator
 
-    sentences = pick_eval_sentences(report, frontend, args.quality_eval, args.seed)
-    evaluator = None
-    if sentences:
-        pace = speaking_pace(report)
-        probes = probe_rows(report, frontend, pace, sentences)
-        evaluator = QualityEvaluator(
-            sentences,
-            run_dir,
-            reference_wav,
-            frontend.language,
-            seed=args.seed,
-            whisper_model=args.whisper_model,
-            max_audio_tokens=args.quality_max_audio_tokens,
-            probes=probes,
-            generation_batch=generation_batch,
-        )
-        update_run(
-            run_dir,
-            quality=QualitySetup(
-                sentences=[s.text for s in sentences],
-                real_clips=[s.real_clip for s in sentences],
-                whisper_model=args.whisper_model,
-                seed=args.seed,
-                probes=[p.text for p in probes],
-                pace=pace.to_dict() if pace else None,
-                generation_batch=generation_batch or None,
-            ),
-        )
+    evaluator, setup = run_evaluator(args, report, frontend, run_dir, reference_wav, generation_batch, voices or [])
+    for note in voice_notes or []:
+        log.info("%s", note)
+    if setup is not None:
+        setup.notes = voice_notes or None
+        update_run(run_dir, quality=setup)
     choice = CheckpointChoice(
         args.best_by,
         args.early_stop_patience,
@@ -376,6 +355,6 @@ def checkpoint_choice(
         scoring_share=args.quality_eval_share,
         baseline_from=args.quality_baseline_from,
     )
-    if evaluator is not None and args.reference_search:
+    if evaluator is not None and args.reference_search and not evaluator.several_voices:
         choice.reference_pool = reference_pool(report, args.seed)
     return choice

@@ -176,7 +176,7 @@ def voice_measures(
     spoken = {p.kind: clip for p, clip in zip(generated, measured[count:], strict=True)}
     probe_records = [{"kind": p.kind, **(spoken.get(p.kind) or not_generated(p, skipped))} for p in probes]
     natural = [c["naturalness"] for c in measured if c["naturalness"] is not None]
-    real, real_reason = naturalness.of_real_clips([s.real_clip for s in sentences])
+    real, real_reason = naturalness.of_real_clips([s.real_clip for s in sentences if s.real_clip])
     reasons = [r for r in (real_reason,) if r]
     if not natural:
         reasons.append(next((p for c in measured for p in c["reason"].split("; ") if p.startswith("naturalness:")), ""))

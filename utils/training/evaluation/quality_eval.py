@@ -73,18 +73,20 @@ class EvalSentence:
 
     text: str
     prepared: str
-    real_clip: str
+    real_clip: str  # "" for a sentence with no real clip (a retention probe: utils.training.evaluation.retention)
     seconds: float
 
 
-def pick_eval_sentences(report: DatasetReport, frontend: TextFrontEnd, count: int, seed: int) -> list[EvalSentence]:
-    """`count` rows of the eval split, drawn with `seed` (the same every evaluation and on resume); one pass
-    over the rows with a reservoir, so a huge eval split costs no memory."""
+def pick_eval_sentences(
+    report: DatasetReport, frontend: TextFrontEnd, count: int, seed: int, rows: Any = None
+) -> list[EvalSentence]:
+    """`count` rows of the eval split (or of `rows`, (row, seconds) pairs: one voice's), drawn with `seed` (the same
+    every evaluation and on resume); one pass over the rows with a reservoir, so a huge eval split costs no memory."""
     if count <= 0:
         return []
     rng = random.Random(seed)
     chosen: list[tuple[int, Any, float]] = []
-    for seen, (row, duration) in enumerate(report.iter_usable("eval")):
+    for seen, (row, duration) in enumerate(report.iter_usable("eval") if rows is None else rows):
         if len(chosen) < count:
             chosen.append((seen, row, duration))
         elif (slot := rng.randrange(seen + 1)) < count:
@@ -198,8 +200,13 @@ class QualityEvaluator:
         max_audio_tokens: int = 0,
         probes: list[ProbeRow] | None = None,
         generation_batch: int = 0,
+        reference_clips: list[str] | None = None,
+        subfolder: str = "",
     ) -> None:
         self.sentences = sentences
+        # The speaker's real clips similarity is measured against (default: the sentences' own real clips).
+        self.reference_clips = reference_clips if reference_clips is not None else [s.real_clip for s in sentences]
+        self.subfolder = subfolder  # where in evals/step_<N>/ its clips go (one evaluator of several: a voice's)
         self.run_dir = Path(run_dir)
         self.reference_wav = reference_wav  # one clip or several (utils.model.inference.conditioning_latents)
         self.language = language
@@ -319,7 +326,7 @@ class QualityEvaluator:
 
         started = time.perf_counter() - spoken.loop_seconds
         step = spoken.step
-        folder = spoken.folder or step_folder(self.run_dir, step)
+        folder = (spoken.folder or step_folder(self.run_dir, step)) / self.subfolder
         texts = [s.text for s in self.sentences]
         skipped = {p.kind: (spoken.skipped or {}).get(p.kind, "not generated: generation failed") for p in self.probes}
         empty = {
@@ -349,9 +356,9 @@ class QualityEvaluator:
         transcriber, why = self.transcriber()
         rows = [*self.sentences, *self._generated(spoken)]
         report = score_clips(
-            [(f, s.text, getattr(s, "real_clip", None)) for f, s in zip(files, rows, strict=True)],
+            [(f, s.text, getattr(s, "real_clip", None) or None) for f, s in zip(files, rows, strict=True)],
             language=self.language,
-            reference_clips=[s.real_clip for s in self.sentences],
+            reference_clips=self.reference_clips,
             transcriber=transcriber,
             no_transcriber_reason=why,
         )

@@ -281,6 +281,8 @@ def reference_at_run_end(
         return not_measured(ready, "reference_search=0: not measured")
     if evaluator is None:
         return not_measured(ready, "no scored evaluation in this run (quality_eval=0): nothing to measure with")
+    if getattr(evaluator, "several_voices", False):
+        return not_measured(ready, "several voices: each keeps the reference clip taken from its own training clips")
     if not choice.budget.should_score(final=False):
         return not_measured(ready, choice.budget.reason_skipped().replace("not scored", "not measured"))
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.data.check_cache import cache_folder
-from utils.data.validation import validate_dataset
+from utils.data.mix_check import validate_datasets
 from utils.files import read_json
 from utils.options.arguments import TrainArguments, argument_defaults, option_of
 from utils.options.option import checked_value
@@ -66,19 +66,25 @@ def run_arguments(run_dir: Path) -> tuple[TrainArguments, Any]:
 def run_report(run_dir: Path, args: TrainArguments, spec: Any, frontend: Any) -> Any:
     """The run's dataset report, checked as the run checked it (same options, the text through the voice's own front
     end as ready/finetune.json holds it, lexicon included: the run's check cache serves it)."""
-    try:
+    language = canonical_language(args.language)
+
+    def options_for(code: str) -> dict[str, Any]:
+        own = code == language
         options = text_check_options(
-            args.version, args.language, args.use_amharic_g2p, args.custom_model, args.models_dir or None
+            args.version, code, args.use_amharic_g2p and own, args.custom_model, args.models_dir or None
         )
-        return validate_dataset(
+        return {**options, "text_frontend": frontend if own else frontend.for_language(code)}
+
+    try:
+        return validate_datasets(
             args.train_csv,
-            args.eval_csv or None,
-            canonical_language(args.language),
+            args.eval_csv,
+            language,
             args.max_audio_length,
+            options_for=options_for,
             seed=args.seed,
             audio_roots=spec.audio_roots,
             cache_dir=cache_folder(run_dir.parent),
-            **{**options, "text_frontend": frontend},
         )
     except (ValueError, OSError) as exc:
         raise ValueError(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from utils.files import read_jsonl
+from utils.training.evaluation.retention import retention_changes
 from utils.training.recording.records import QualityRecord
 
 MIN_GAIN = 0.01  # of the combined score (0-1): less is noise between two generations
@@ -49,6 +50,15 @@ def _improved(changes: dict[str, list[Any]]) -> tuple[int, int]:
     return up, down
 
 
+def _better(changes: dict[str, list[Any]]) -> bool:
+    """The combined score rising by more than MIN_GAIN; without it on both sides, more measures improving."""
+    old, new = changes["combined"]
+    if old is not None and new is not None:
+        return new - old > MIN_GAIN
+    up, down = _improved(changes)
+    return up > down
+
+
 def _text_of(before: dict[str, Any], after: dict[str, Any]) -> str:
     parts = []
     if before.get("cer") is not None and after.get("cer") is not None:
@@ -66,25 +76,48 @@ def _text_of(before: dict[str, Any], after: dict[str, Any]) -> str:
 def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """The verdict of two quality records (as JSON): the baseline's and the chosen checkpoint's."""
     changes = _changes(before, after)
-    old, new = changes["combined"]
-    if old is not None and new is not None:
-        better = new - old > MIN_GAIN
-    else:
-        up, down = _improved(changes)
-        better = up > down
+    better = _better(changes)
     head = f"Against the base model (step 0 -> step {after.get('step')}): {_text_of(before, after)}."
     if not better:
         head += (
             " The fine-tune is no better than the base model on these measures: more (or cleaner) data, more "
             "epochs or another checkpoint may help; the base model may serve as well."
         )
-    return {
+    verdict = {
         "text": head,
         "better": better,
         "baseline_step": before.get("step"),
         "step": after.get("step"),
         "changes": changes,
     }
+    voices = _voices(before, after)
+    if voices:
+        verdict["voices"] = voices
+        verdict["text"] += " " + " ".join(f"{name}: {v['text']}" for name, v in voices.items())
+    retention = retention_changes(before, after)
+    if retention:
+        verdict["retention"] = retention
+        verdict["text"] += " Other languages: " + "; ".join(r["text"] for r in retention) + "."
+        if any(r["worse"] for r in retention):
+            verdict["text"] += (
+                " The run is forgetting a language it does not train: mix rows of that language in (a second dataset "
+                "at a share of each epoch, e.g. 'en:20%=english.csv') if you need it."
+            )
+    return verdict
+
+
+def _voices(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """Each voice's own verdict (a run of several speakers), against its own baseline."""
+    then, now = before.get("voices") or {}, after.get("voices") or {}
+    found = {}
+    for name, scores in now.items():
+        if name not in then:
+            continue
+        changes = _changes(then[name], scores)
+        better = _better(changes)
+        text = _text_of(then[name], scores) + ("" if better else " (no better than the base model)")
+        found[name] = {"better": better, "changes": changes, "text": text + "."}
+    return found
 
 
 def run_verdict(run_dir: str | Path, step: int | None) -> dict[str, Any] | None:

@@ -9,6 +9,8 @@ benchmarks/bench_length_grouping.py). Off, it yields plain shuffled batches.
 - Every row once per epoch; with several ranks the rows are padded (repeating the first ones, as torch's
   DistributedSampler does) to a multiple of the ranks, and each step's group of `batch_size x ranks`
   similar rows is dealt round-robin, so every rank takes the same number of steps on similar lengths.
+- Several datasets drawn at their own rates (`draws`: each dataset's rows and how many of them an epoch takes,
+  utils.data.mix): the epoch's rows are drawn first (whole copies, then a fresh random part), then batched alike.
 - The order is a function of (seed, epoch) only: a resumed run computes the same epoch and, with
   `skip_batches`, starts after the batches the interrupted session trained. `len()` stays the full epoch's.
 """
@@ -20,6 +22,8 @@ from collections.abc import Iterator, Sequence
 
 import torch
 from torch.utils.data import Sampler
+
+from utils.data.mix import epoch_draw
 
 # Rows sorted together: this many batches' worth (Hugging Face's LengthGroupedSampler uses 50). Large
 # enough that a batch finds similar neighbours, small enough that the epoch's order stays random.
@@ -51,6 +55,7 @@ class LengthGroupedBatchSampler(Sampler[list[int]]):
         rank: int = 0,
         world_size: int = 1,
         window_batches: int = WINDOW_BATCHES,
+        draws: tuple[Sequence[Sequence[int]], Sequence[int]] | None = None,
     ) -> None:
         if not lengths:
             raise ValueError("No training rows to batch.")
@@ -65,18 +70,25 @@ class LengthGroupedBatchSampler(Sampler[list[int]]):
         self.window_batches = max(1, window_batches)
         self.epoch = 0
         self.skip_batches = 0  # batches of this epoch already trained (a resumed epoch)
+        self.draws = draws
+        self.epoch_rows = sum(draws[1]) if draws else len(self.lengths)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return steps_per_epoch(len(self.lengths), self.batch_size, self.world_size)
+        return steps_per_epoch(self.epoch_rows, self.batch_size, self.world_size)
 
     def epoch_batches(self) -> list[list[int]]:
         """This rank's batches of the whole epoch, in training order (skip_batches not applied)."""
         generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        rows = len(self.lengths)
-        order = torch.randperm(rows, generator=generator).tolist()
+        if self.draws is None:
+            rows = len(self.lengths)
+            order = torch.randperm(rows, generator=generator).tolist()
+        else:
+            drawn = epoch_draw(*self.draws, lambda n: torch.randperm(n, generator=generator).tolist())
+            rows = len(drawn)
+            order = [drawn[i] for i in torch.randperm(rows, generator=generator).tolist()]
         total = math.ceil(rows / self.world_size) * self.world_size
         order = (order * math.ceil(total / rows))[:total]  # shards of equal length
         group = self.batch_size * self.world_size  # the rows of one step on all ranks

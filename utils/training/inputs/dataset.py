@@ -26,6 +26,9 @@ from utils.audio.io import load_audio
 
 FAILURES_KEY = "load_failures"
 DURATION_KEY = "duration"  # seconds, set by utils.training.loop.setup.training_samples; read for length grouping
+# Several datasets (utils.data.mix): a row's dataset, and the rows of it an epoch draws (None: every row once).
+DATASET_KEY = "dataset"
+DRAWS_KEY = "dataset_draws"
 
 
 class NoLoadableClips(RuntimeError):
@@ -128,6 +131,19 @@ class _RowByIndex(XTTSDataset):
             f"None of the {len(self.rows)} training clips can be loaded any more (moved, deleted "
             "or unreadable since the dataset was checked)."
         )
+
+    def draw_groups(self) -> tuple[list[list[int]], list[int]] | None:
+        """Several datasets drawn at their own rates: each dataset's row indices and the rows of it an epoch draws;
+        None when every row is drawn once an epoch."""
+        if all(row.get(DRAWS_KEY) is None for row in self.rows):
+            return None
+        groups: dict[int, list[int]] = {}
+        counts: dict[int, int] = {}
+        for index, row in enumerate(self.rows):
+            groups.setdefault(int(row.get(DATASET_KEY) or 0), []).append(index)
+            counts[int(row.get(DATASET_KEY) or 0)] = int(row.get(DRAWS_KEY) or 0)
+        order = sorted(groups)
+        return [groups[g] for g in order], [counts[g] for g in order]
 
     def row_lengths(self) -> list[float]:
         """Each row's duration in seconds (what a batch is padded by), in index order. Rows built without one

@@ -34,6 +34,7 @@ def train_loader(model: Any, config: Any, samples: list[dict[str, Any]], group_b
         group_by_length=group_by_length,
         rank=distributed.rank(),
         world_size=distributed.world_size(),
+        draws=dataset.draw_groups(),
     )
     workers = config.num_loader_workers
     return DataLoader(

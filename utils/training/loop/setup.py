@@ -17,6 +17,7 @@ from TTS.tts.configs.xtts_config import XttsAudioConfig
 from TTS.tts.layers.xtts.trainer.gpt_trainer import GPTArgs, GPTTrainerConfig
 
 from utils.constants import MAX_CONDITIONING_SAMPLES, MAX_TEXT_TOKENS, MIN_CONDITIONING_SAMPLES
+from utils.data.mix import dataset_entries
 from utils.data.validation import MAX_EVAL_ROWS, DatasetReport
 from utils.device.gpu import detect_gpu
 from utils.files import read_json, write_json_atomic
@@ -29,7 +30,7 @@ from utils.text.frontend import TextFrontEnd
 from utils.training.checkpointing.checkpoints import CheckpointWriter
 from utils.training.inputs import ddp_data
 from utils.training.inputs.batching import optimizer_steps_per_epoch
-from utils.training.inputs.dataset import DURATION_KEY
+from utils.training.inputs.dataset import DATASET_KEY, DRAWS_KEY, DURATION_KEY
 from utils.training.loop.gpt_model import FineTuneGPTTrainer
 from utils.training.loop.lora import LORA, LoraSettings, apply_lora, frozen_dtype
 from utils.training.loop.trainer import DivergenceGuard, FineTuneTrainer
@@ -96,16 +97,22 @@ def model_source(args: TrainArguments, base: BaseModel) -> ModelSource:
 def training_samples(report: DatasetReport, frontend: TextFrontEnd) -> Samples:
     """coqui sample dicts for train and eval, and (audio, duration) of the train rows, in one read."""
     samples = Samples([], [], [])
+    frontends = {frontend.language: frontend}
     for split, row, duration in report.iter_usable_splits():
+        language = report.language_of(row.csv_file)  # several datasets: each row its dataset's language
+        row_frontend = frontends.setdefault(language, frontend.for_language(language))
+        dataset = report.dataset_of(row.csv_file)
         (samples.train if split == "train" else samples.eval).append(
             {
-                "text": frontend.apply(row.text),
+                "text": row_frontend.apply(row.text),
                 "audio_file": row.audio_location,
                 "speaker_name": row.speaker_name or "speaker",
                 "root_path": str(Path(row.csv_file).parent),
-                "language": frontend.language,
+                "language": language,
                 "audio_unique_name": f"{Path(row.csv_file).stem}#{row.line}",
                 DURATION_KEY: duration,  # for length-grouped batches
+                DATASET_KEY: dataset,
+                DRAWS_KEY: report.epoch_draws[dataset] if report.epoch_draws else None,  # rows of it an epoch draws
             }
         )
         if split == "train":
@@ -159,16 +166,19 @@ def lr_milestones(args: TrainArguments, steps_per_epoch: int) -> list[int]:
     return sorted({max(1, round(f * optimizer_steps)) for f in args.lr_milestones})
 
 
-def _dataset_config(args: TrainArguments, language: str) -> BaseDatasetConfig:
-    """coqui's record of the dataset (the samples themselves come from validate_dataset)."""
-    return BaseDatasetConfig(
-        formatter="coqui",
-        dataset_name="finetune",
-        path=str(Path(args.train_csv).parent),
-        meta_file_train=args.train_csv,
-        meta_file_val=args.eval_csv,
-        language=language,
-    )
+def _dataset_configs(args: TrainArguments, language: str) -> list[BaseDatasetConfig]:
+    """coqui's record of the datasets (the samples themselves come from validate_datasets)."""
+    return [
+        BaseDatasetConfig(
+            formatter="coqui",
+            dataset_name="finetune",
+            path=str(Path(entry.csv).parent),
+            meta_file_train=entry.csv,
+            meta_file_val=entry.eval_csv,
+            language=entry.language,
+        )
+        for entry in dataset_entries(args.train_csv, args.eval_csv, language)
+    ]
 
 
 def make_gpt_config(
@@ -194,7 +204,7 @@ def make_gpt_config(
         model_args=_gpt_args(args, base, checkpoint, base_config, vocab_path, output_path / ".converted"),
         audio=XttsAudioConfig(**base_config.get("audio", {})),
         languages=languages,
-        datasets=[_dataset_config(args, language)],
+        datasets=_dataset_configs(args, language),
         epochs=args.num_epochs,
         batch_size=args.batch_size,
         eval_batch_size=args.batch_size,
@@ -315,7 +325,8 @@ def build_training_setup(
     """Everything a run needs to train in `run_dir` (a new folder, or the run being resumed from `resume`)."""
     source = model_source(args, base)
     samples = training_samples(report, frontend)
-    texts = [s["text"] for s in samples.train + samples.eval]
+    # A new language's vocabulary is learnt from its own rows (other datasets' languages are the model's already).
+    texts = [s["text"] for s in samples.train + samples.eval if s["language"] == frontend.language]
     vocab = prepare_vocab(
         source.vocab,
         source.config,
@@ -325,7 +336,7 @@ def build_training_setup(
         args.vocab_new_tokens,
         run_vocab=run_dir / VOCAB_FILE if resume else None,
     )
-    steps_per_epoch = ddp_data.steps_per_epoch(len(samples.train), args.batch_size)
+    steps_per_epoch = ddp_data.steps_per_epoch(report.epoch_rows, args.batch_size)
     config, milestones = make_gpt_config(
         args,
         base,

@@ -74,6 +74,10 @@ class QualitySetup(Record):
     probes: list[str] | None = _field("the probe texts spoken beside them (utils.quality.probes)")
     pace: dict[str, float] | None = _field("the speaker's pace (training rows): chars_per_second, overhead_seconds")
     generation_batch: int | None = _field("rows generated together, planned on a GPU (absent: all at once)")
+    voices: dict[str, Any] | None = _field("several speakers: each voice's language, sentences and reference clip")
+    speaker_rule: str | None = _field("the scores over the voices: their mean or the worst voice's")
+    retention: dict[str, list[str]] | None = _field("per language the run does not train: the sentences it speaks")
+    notes: list[str] | None = _field("speakers left without a voice of their own, and why")
 
 
 @dataclass(kw_only=True)
@@ -128,6 +132,9 @@ class RunRecord(Record):
     lr_milestones_optimizer_steps: list[int] | None = _field("optimizer steps where the learning rate drops")
     vocab: dict[str, Any] | None = _field("the vocabulary used (and whether it was extended for a new language)")
     reference: dict[str, Any] | None = _field("reference.wav: {sources: the clips it joins, seconds}")
+    voices: dict[str, Any] | None = _field(
+        "several speakers: each voice's reference clip (file, relative to the run), language, training seconds and rows"
+    )
     batch_size_auto: str | None = _field("how batch_size='auto' was settled")
     micro_batch_size: int | None = _field(
         "clips per forward/backward once out-of-memory errors halved it (below batch_size; a resume continues at it)"
@@ -261,6 +268,15 @@ class QualityRecord(LoggedRecord):
     generation_batch: int | None = _field("sentences generated together (halved after an out-of-memory error)")
     is_best: bool | None = _field("whether it became the best checkpoint", required=True, page=True)
     best_step: int | None = _field("the best checkpoint's step after it", required=True, page=True)
+    voices: dict[str, Any] | None = _field(
+        "several speakers: each voice's own scores, files, probes and reasons (the scores above are over them)",
+        page=True,
+    )
+    speaker_rule: str | None = _field("how the scores above are taken over the voices: mean | worst", page=True)
+    retention: dict[str, Any] | None = _field(
+        "per language the run does not train: cer, wer, similarity, naturalness, babble_rate, stopped of clips, files",
+        page=True,
+    )
 
 
 @dataclass(kw_only=True)
