@@ -29,6 +29,7 @@ from webui.dataset_handlers import (
     validate_handler,
     zip_handler,
 )
+from webui.dataset_list import added_dataset
 
 
 def _sources_section() -> dict[str, Any]:
@@ -68,6 +69,19 @@ def _sources_section() -> dict[str, Any]:
             ui["speaker"] = gr.Textbox(value="speaker", label="Speaker name")
             ui["transcribe"] = gr.Button("Transcribe")
     ui["summary"] = gr.Markdown(elem_id="dataset-summary")
+    with gr.Accordion("Several datasets in one run (each its language and how often its rows are drawn)", open=False):
+        gr.Markdown(
+            "Check each dataset, then add it: the Fine-tune tab's Train CSV becomes the list. How often: a weight "
+            "(1 = every row once an epoch, 2 = twice, 0.5 = half of them) or a share of each epoch (`20%`: a replay "
+            "of a base language, against forgetting it)."
+        )
+        with gr.Row():
+            ui["rate"] = gr.Textbox("1", label="How often its rows are drawn", elem_id="dataset-rate", scale=1)
+            ui["add_dataset"] = gr.Button("➕ Add the checked dataset to the run", elem_id="dataset-add", scale=1)
+        ui["run_datasets"] = gr.Textbox(
+            label="The run's datasets (LANG[:HOW_OFTEN]=PATH, one per line)", lines=2, elem_id="dataset-run-list"
+        )
+        ui["run_evals"] = gr.State([])
     return ui
 
 
@@ -212,6 +226,12 @@ def _wire_checks(ctx: UIContext, ui: dict[str, Any]) -> None:
     typed = [ui["train_path"], ui["eval_upload"], ui["eval_path"], language, max_seconds, version, g2p]
     ui["validate"].click(
         functools.partial(validate_handler, ctx), [ui["train_upload"], *typed], outputs, api_name="validate_dataset"
+    )
+    ui["add_dataset"].click(
+        added_dataset,
+        [ui["run_datasets"], ui["run_evals"], train_csv, eval_csv, language, ui["rate"]],
+        [ui["run_datasets"], ui["run_evals"], train_csv, eval_csv],
+        api_visibility="undocumented",
     )
     ui["zip_button"].click(
         functools.partial(zip_handler, ctx),

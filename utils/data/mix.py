@@ -20,7 +20,6 @@ being the rows the weighted datasets give, so it is s of the epoch.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -30,7 +29,8 @@ from typing import Any
 
 from utils.text.languages import canonical_language, is_valid_language_code
 
-ENTRY_PATTERN = re.compile(r"^(?P<language>[A-Za-z]{2,3}(?:-[A-Za-z]{2,4})?)?(?::(?P<rate>[0-9.]+%?))?=(?P<path>.+)$")
+# What comes before '=' in `lang:rate=path`: a language code, then ':' and whatever is given as the rate (checked).
+ENTRY_HEAD = re.compile(r"(?:[A-Za-z]{2,3}(?:-[A-Za-z]{2,4})?)?(?::[^=/\\]*)?")
 MAX_WEIGHT = 100.0
 MAX_SHARE = 0.9  # a replay share of more than 90% would leave the run's own data a sliver
 MAX_DATASETS = 16
@@ -106,10 +106,11 @@ def parse_entry(value: Any, default_language: str, eval_csv: str = "") -> Datase
         )
     elif isinstance(value, (str, os.PathLike)):
         text = os.fspath(value).strip()
-        match = ENTRY_PATTERN.match(text)
-        if match and not Path(text).exists():
-            weight, share = _rate(match["rate"], f"train_csv {text!r}") if match["rate"] else (1.0, 0.0)
-            entry = DatasetEntry(match["path"].strip(), match["language"] or default_language, weight, share)
+        head, _, path = text.partition("=")
+        if path and head and ENTRY_HEAD.fullmatch(head) and not Path(text).exists():
+            language, _, rate = head.partition(":")
+            weight, share = _rate(rate.strip(), f"train_csv {text!r}") if rate.strip() else (1.0, 0.0)
+            entry = DatasetEntry(path.strip(), language or default_language, weight, share)
         else:
             entry = DatasetEntry(text, default_language)
     else:
@@ -211,7 +212,3 @@ def languages_of(entries: Sequence[DatasetEntry]) -> list[str]:
         if entry.language not in seen:
             seen.append(entry.language)
     return seen
-
-
-def rounded(value: float) -> float:
-    return math.floor(value * 1000 + 0.5) / 1000
