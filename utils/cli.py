@@ -381,7 +381,9 @@ def _speak(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     from utils.sweep.sweep import sweep_gpt
 
-    options = {f.name: getattr(args, f.name) for f in fields(TrainArguments) if f.name not in SWEEP_SETS}
+    options = {
+        f.name: _one_or_list(getattr(args, f.name), f.name) for f in fields(TrainArguments) if f.name not in SWEEP_SETS
+    }
     first = None
     if args.first_trial:
         try:

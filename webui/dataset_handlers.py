@@ -36,6 +36,15 @@ MOSTLY_REJECTED = 0.25  # a share of rejected rows above which the verdict is a 
 UPLOADS_FOLDER = "uploads"  # extracted zips, one folder per zip content, under the datasets folder
 
 
+def _one_dataset(train_csv: Any, eval_csv: Any) -> None:
+    """Check and Prepare work on one dataset: a Fine-tune form that lists several is refused, saying so."""
+    if any("\n" in str(value or "").strip() or "=" in str(value or "") for value in (train_csv, eval_csv)):
+        raise gr.Error(
+            "The Fine-tune form lists several datasets: check and prepare them one at a time (give one CSV above and "
+            "press Check dataset), then add each to the run's list."
+        )
+
+
 def _path_of(upload: Any, typed: str) -> str:
     """An uploaded file wins over a typed path; both may be empty."""
     if upload:
@@ -255,6 +264,7 @@ def check_handler(
 
     if not train_csv:
         raise gr.Error("Check a dataset first (its CSV path is then filled in).")
+    _one_dataset(train_csv, eval_csv)
     try:
         max_audio_length = form.from_display("max_audio_length", max_seconds)
         # The slider's 1 (its lowest) excludes none; another value is checked as it came (a script's string too).
@@ -332,6 +342,7 @@ def prepare_handler(
     evened and its noise removed as asked; players of a few clips before and after."""
     if not train_csv:
         raise gr.Error("Check a dataset first (its CSV path is then filled in).")
+    _one_dataset(train_csv, eval_csv)
     folder = prepared_folder(ctx, name, language)
     try:
         train_csv = ctx.roots.dataset_file(train_csv, "train CSV")

@@ -39,8 +39,8 @@ def form_ids() -> list[str]:
 
 def to_display(name: str, value: Any) -> Any:
     ui = FORM[name]
-    if ui.widget == "datasets":  # several datasets: one per line
-        return "\n".join(value) if isinstance(value, (list, tuple)) else value
+    if ui.widget == "datasets":  # several datasets: one per line ("-": that dataset's eval rows are held out)
+        return "\n".join(v or "-" for v in value) if isinstance(value, (list, tuple)) else value
     if ui.widget == "gpus":  # "0,1" -> ["0", "1"]; CPU processes are not offered by the form
         return [entry for entry in str(value or "").split(",") if entry.strip().isdigit()]
     return round(value / ui.scale, 3) if ui.scale != 1 and isinstance(value, (int, float)) else value

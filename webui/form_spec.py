@@ -92,7 +92,9 @@ FORM: dict[str, UI] = {
     ),
     "speaker_rule": UI("Several speakers: best checkpoint by", QUALITY, "radio", info="their mean or the worst voice"),
     "devices": UI("GPUs (one training process each)", SPEED, "gpus", info="effective batch x number of GPUs"),
-    "length_grouping": UI("Length-grouped batches", SPEED, info="less padding; every clip once per epoch"),
+    "length_grouping": UI(
+        "Length-grouped batches", SPEED, info="less padding; every clip once per epoch (or as weighted)"
+    ),
     "torch_compile": UI("torch.compile the GPT blocks", ADVANCED, info="minutes to compile; unmeasured on a GPU"),
     "lora_rank": UI("LoRA rank (0 = full fine-tune)", MODEL, info="8-64: fits 4-6 GB GPUs"),
     "lora_alpha": UI("LoRA alpha (0 = 2 x rank)", ADVANCED),

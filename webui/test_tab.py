@@ -220,6 +220,18 @@ def voices_of_run(ctx: UIContext, run: str, ready_path: str) -> Any:
     return gr.update(choices=choices, value="", visible=bool(names))
 
 
+def voice_language(ctx: UIContext, run: str, ready_path: str, voice: str) -> Any:
+    """The Language choice follows a named voice: its own language (unchanged for the run's own voice)."""
+    source = (ready_path or "").strip() or run
+    if not voice or not source:
+        return gr.update()
+    try:
+        language = voice_names(find_ready_dir(ctx.roots.run_folder(source, "model"))).get(voice, {}).get("language")
+    except ValueError:
+        return gr.update()
+    return gr.update(value=language) if isinstance(language, str) and language else gr.update()
+
+
 def fill_for_run(ctx: UIContext, run: str, ready_path: str, filled_for: str) -> tuple[Any, ...]:
     """run_selected and the voice's lexicon for the run shown, once per run (`filled_for`: the one the form was last
     filled for; the same again changes nothing, so a later refresh of the run lists keeps what the person set)."""
@@ -332,6 +344,12 @@ def create_test_tab(ctx: UIContext) -> dict[str, Any]:
     for trigger in (run.change, ready_path.submit):
         trigger(*fill, api_visibility="undocumented")
         trigger(functools.partial(voices_of_run, ctx), [run, ready_path], ui["voice"], api_visibility="undocumented")
+    ui["voice"].change(
+        functools.partial(voice_language, ctx),
+        [run, ready_path, ui["voice"]],
+        ui["language"],
+        api_visibility="undocumented",
+    )
     voice = [run, ready_path, ui["reference"], ui["text"], ui["language"]]
     ui["generate"].click(
         functools.partial(synthesize_handler, ctx),

@@ -87,12 +87,13 @@ def voice_markdown(run_dir: str | Path | None, records: list[dict[str, Any]]) ->
     """The latest evaluation's babble and naturalness lines, then the run's verdict against the base model."""
     scored = records_of(records, QualityRecord)
     lines = [line for line in (babble_line(scored[-1]), naturalness_line(scored[-1])) if line] if scored else []
-    baseline = next((r for r in records if r.get("baseline")), None)
-    retention = retention_changes(baseline, records[-1]) if records and records[-1].get("retention") else []
+    quality = [r for r in records if r.get("type") == QualityRecord.TYPE]
+    baseline = next((r for r in quality if r.get("baseline")), None)
+    retention = retention_changes(baseline, quality[-1]) if quality and quality[-1].get("retention") else []
     if retention:
         mark = "⚠" if any(r["worse"] for r in retention) else "✓"
         said = shown("; ".join(r["text"] for r in retention))
-        lines.append(f"{mark} **Other languages** (step {records[-1].get('step')}): {said}")
+        lines.append(f"{mark} **Other languages** (step {quality[-1].get('step')}): {said}")
     verdict = load_run(run_dir).verdict if run_dir else None
     if verdict:
         mark = "✓" if verdict.get("better") else "⚠"

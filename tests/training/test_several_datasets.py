@@ -158,6 +158,16 @@ def test_entries_are_read_checked_and_refused_with_the_reason(tmp_path):
     for why, (train, evaluation) in refusals.items():
         with pytest.raises(ValueError, match=why):
             normalized_csvs(train, evaluation, "de")
+    with pytest.raises(ValueError, match="is listed twice"):
+        normalized_csvs(["de=a.csv", "fr=b.csv"], ["b.csv", ""], "de")
+    with pytest.raises(ValueError, match="language 'en' is none of the datasets' \\(de, fr\\)"):
+        TrainArguments(train_csv=["de=a.csv", "fr=b.csv"], language="en")
+    # One dataset in the run's language at weight 1 is the plain form (the same run, the same fingerprint).
+    assert TrainArguments(train_csv=["de=a.csv"], language="de").train_csv == "a.csv"
+    assert TrainArguments(train_csv=["de=a.csv", "fr=b.csv", "es=c.csv"], language="de").retention_languages == "auto"
+    from utils.quality.retention_languages import retention_languages
+
+    assert retention_languages("auto", ["de"]) == ["en"] and retention_languages("auto", ["en", "es"]) == ["fr"]
     with pytest.raises(ValueError, match="only the run's own language .* may be new"):
         TrainArguments(train_csv=["de=a.csv", "xx=b.csv"], language="de")
     with pytest.raises(ValueError, match="retention_languages: 'de' is trained by this run"):
@@ -179,6 +189,9 @@ def test_weights_and_shares_set_the_rows_each_epoch_draws():
         epochs.append(sorted(r for r in rows if r >= 16))
     assert len({tuple(e) for e in epochs}) > 1, "a share draws other rows each epoch"
     assert epoch_draw([[7, 8]], [5], lambda n: list(range(n))) == [7, 8, 7, 8, 7]
+    # Two shares of 30%: each is 30% of the epoch (40 weighted rows are the other 40%).
+    two = [DatasetEntry("a", "en"), DatasetEntry("b", "de", share=0.3), DatasetEntry("c", "fr", share=0.3)]
+    assert draw_counts([40, 100, 100], two) == [40, 30, 30]
 
 
 def test_the_same_clip_in_two_datasets_is_used_once_and_said(tmp_path):
@@ -216,3 +229,16 @@ def test_the_cli_help_says_how_to_give_several_datasets():
         [sys.executable, "-m", "utils.cli", "train", "--help"], capture_output=True, text=True, check=True
     ).stdout
     assert "LANG[:HOW_OFTEN]=PATH" in " ".join(shown.split())
+
+
+def test_one_voice_in_two_languages_is_scored_and_cloned_in_the_run_language(tmp_path):
+    from utils.training.evaluation.evaluation_plan import own_language_rows
+    from utils.training.evaluation.voices import dataset_voices
+
+    german, french = _datasets(tmp_path)
+    french.write_text(french.read_text().replace("speaker_b", "speaker_a"))  # one speaker in both
+    report = validate_datasets([f"de={german}", f"fr={french}"], "", "de", 22050 * 11)
+    assert dataset_voices(report) == ([], [])
+    rows = list(own_language_rows(report, "eval"))
+    assert rows and all(row.text in GERMAN for row, _ in rows)
+    assert {row.text for row, _ in report.iter_usable("eval")} & set(FRENCH), "French rows are held out too"

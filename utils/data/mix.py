@@ -13,8 +13,8 @@ so a resume with another list is refused with the difference named.
 
 How rows are drawn (`draw_counts`, the one formula the report, the sampler and the page use): a dataset with weight
 w and n training rows gives round(w x n) rows to each epoch: every row floor(w) times and a random round(frac(w) x
-n) of them once more, drawn anew each epoch from the run's seed. A share s gives round(s / (1 - s) x R) rows, R
-being the rows the weighted datasets give, so it is s of the epoch.
+n) of them once more, drawn anew each epoch from the run's seed. A share s gives round(s / (1 - S) x R) rows, R
+being the rows the weighted datasets give and S the sum of the shares, so it is s of the epoch.
 """
 
 from __future__ import annotations
@@ -142,6 +142,14 @@ def normalized_csvs(train_csv: Any, eval_csv: Any, language: str) -> tuple[Any, 
         )
     evals = [os.fspath(e) if e else "" for e in evals] or [""] * len(train_csv)
     entries = [parse_entry(value, language, ev) for value, ev in zip(train_csv, evals)]
+    used = [path for e in entries for path in (e.csv, e.eval_csv) if path]
+    twice = sorted({path for path in used if used.count(path) > 1})
+    if twice:
+        raise ValueError(
+            f"train_csv: {twice[0]!r} is listed twice (as a dataset or an eval CSV): each CSV belongs to one dataset."
+        )
+    if len(entries) == 1 and entries[0].language == language and entries[0].weight == 1 and not entries[0].share:
+        return entries[0].csv, entries[0].eval_csv  # one dataset in the run's language: the plain form
     if all(e.share for e in entries):
         raise ValueError("train_csv: every dataset is a share; at least one needs a weight (its rows set the epoch).")
     if sum(e.share for e in entries) > MAX_SHARE:
@@ -162,9 +170,10 @@ def draw_counts(rows: Sequence[int], entries: Sequence[DatasetEntry]) -> list[in
     counts = [round(e.weight * n) if not e.share else 0 for e, n in zip(entries, rows)]
     counts = [max(c, 1) if n and not e.share else c for c, n, e in zip(counts, rows, entries)]
     weighted = sum(counts)
+    shares = sum(e.share for e, n in zip(entries, rows) if n)  # the share datasets with rows: s_i of every epoch
     for i, (entry, n) in enumerate(zip(entries, rows)):
         if entry.share and n:
-            counts[i] = max(1, round(entry.share / (1 - entry.share) * weighted))
+            counts[i] = max(1, round(entry.share / (1 - shares) * weighted))
     return counts
 
 

@@ -16,6 +16,7 @@ from utils.data.mix import DatasetEntry, dataset_entries, draw_counts, is_mix, m
 from utils.data.report import CheckStats, DatasetReport
 from utils.data.validation import validate_dataset
 
+SAME_CLIP = "Same audio file as a row of an earlier dataset: used once"  # the kind the summary counts
 # Keywords of validate_dataset that depend on the dataset's language (utils.training.inputs.text_checks).
 OptionsFor = Callable[[str], dict[str, Any]]
 
@@ -109,9 +110,8 @@ def join_reports(entries: list[DatasetEntry], reports: list[DatasetReport]) -> D
         file_languages={u.csv_file: e.language for e, r in zip(entries, reports) for u in (*r._train, *r._eval)},
     )
     if duplicates:
-        reason = duplicates[0].reason
-        joined.problem_counts[reason] = joined.problem_counts.get(reason, 0) + len(duplicates)
-        joined.drop_counts[reason] = joined.drop_counts.get(reason, 0) + len(duplicates)
+        joined.problem_counts[SAME_CLIP] = joined.problem_counts.get(SAME_CLIP, 0) + len(duplicates)
+        joined.drop_counts[SAME_CLIP] = joined.drop_counts.get(SAME_CLIP, 0) + len(duplicates)
         joined.notes.append(f"{len(duplicates)} rows name a clip an earlier dataset already has: each is used once.")
     train_rows = [_train_rows(joined, r) for r in reports]
     joined.epoch_draws = draw_counts(train_rows, entries)

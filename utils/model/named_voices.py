@@ -2,8 +2,8 @@
 
 Each voice is its reference clip in ready/voices/<file>.wav, its entry in ready/finetune.json "voices" ({name:
 {files, language}}) and its entry in ready/speakers_xtts.pth under its name (coqui's speaker file: `Xtts.synthesize(
-..., speaker_id=name)` and coqui's `tts --speaker_idx name` find it). `synthesize(voice=name)`, the Test tab and the
-speech server pick a voice by name; without a name, the voice is ready/'s own (reference.wav: the first voice).
+..., speaker_id=name)` and coqui's `tts --speaker_idx name` find it). `synthesize(voice=name)` and the Test tab pick a
+voice by name; without a name, the voice is ready/'s own (reference.wav: the first voice).
 """
 
 from __future__ import annotations

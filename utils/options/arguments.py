@@ -259,9 +259,10 @@ class TrainArguments:
     retention_languages: str = option(
         "auto",
         "Languages the run does not train, spoken at every scored evaluation and compared with step 0, so that a "
-        "fine-tune that makes the model forget them is seen (comma separated codes; 'auto': English, or Spanish when "
-        "the run trains English; '' = off). Scored like any clip: CER where the Whisper model has the language, "
-        "naturalness, whether each clip stopped (utils.training.evaluation.retention).",
+        "fine-tune that makes the model forget them is seen (comma separated codes; 'auto': English, or the first of "
+        "the base model's languages the run does not train (Spanish for an English run); '' = off). Scored like "
+        "any clip: CER where the Whisper model has the language, naturalness, whether each clip stopped "
+        "(utils.training.evaluation.retention).",
     )
     speaker_rule: str = option(
         "mean",
@@ -278,9 +279,9 @@ class TrainArguments:
     )
     length_grouping: bool = option(
         True,
-        "Every clip once per epoch in batches of similar length (shuffled, sorted by duration within windows of "
-        "50 batches, batched, the batches shuffled): less padding per batch, so more clips per second at batch 4 "
-        "and up. Off: plain shuffled batches.",
+        "Every clip once per epoch (several datasets: as their weights draw them) in batches of similar length "
+        "(shuffled, sorted by duration within windows of 50 batches, batched, the batches shuffled): less padding per "
+        "batch, so more clips per second at batch 4 and up. Off: plain shuffled batches.",
     )
     torch_compile: bool = option(
         False,
@@ -384,7 +385,14 @@ class TrainArguments:
     def _check_new_language(self) -> None:
         if isinstance(self.train_csv, tuple):
             main = canonical_language(self.language)
-            for entry in dataset_entries(self.train_csv, self.eval_csv, self.language):
+            entries = dataset_entries(self.train_csv, self.eval_csv, self.language)
+            if main not in {entry.language for entry in entries}:
+                raise ValueError(
+                    f"language {main!r} is none of the datasets' ({', '.join(e.language for e in entries)}): the run's "
+                    "language is that of its own voice (its evaluation, G2P, new vocabulary and ready/ voice); give "
+                    "one of theirs."
+                )
+            for entry in entries:
                 if entry.language != main and entry.language not in LANGUAGE_CHOICES:
                     raise ValueError(
                         f"train_csv {entry.csv!r}: language {entry.language!r} is not one XTTS v2 speaks, and only "

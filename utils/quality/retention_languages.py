@@ -13,8 +13,8 @@ def retention_languages(setting: str, trained: list[str]) -> list[str]:
     """The languages a run checks (see the module docstring); an unknown code or a trained one is refused."""
     trained = [canonical_language(t) for t in trained]
     text = (setting or "").strip()
-    if text.lower() == AUTO:
-        return ["en"] if "en" not in trained else ["es"]
+    if text.lower() == AUTO:  # English, else the first language of the base model's list the run does not train
+        return [next(code for code in XTTS_LANGUAGES if code not in trained)]
     languages: list[str] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         code = canonical_language(part)

@@ -83,7 +83,7 @@ class RunEnding:
         )
         adapter = self._export_adapter(base, checkpoint)
         if self.voices:
-            write_named_voices(ready, self.voices, self.run_dir)
+            self._write_named_voices(ready)
         self.phase_times.add(EXPORT, self.phase_times.clock() - exporting)
         self._choose_reference(ready, status)
         inference = self._choose_inference(ready, status)
@@ -106,6 +106,14 @@ class RunEnding:
         )
         print(f"\n{message}\nReady for inference: {ready}", flush=True)
         return RunOutput(self.run_dir, ready, checkpoint)
+
+    def _write_named_voices(self, ready: Path) -> None:
+        """The named voices in ready/ (utils.model.named_voices); a failure (coqui cannot read a clip) leaves the voice
+        of ready/ as it is and says why in run.json, without failing a run that trained."""
+        try:
+            write_named_voices(ready, self.voices, self.run_dir)
+        except Exception as exc:  # noqa: BLE001 - the run's weights and ready/ are there; only the names are missing
+            update_run(self.run_dir, named_voices_error=f"{type(exc).__name__}: {exc}"[:500])
 
     def _end_message(self, status: RunStatus, clips_failed: int, verdict: dict[str, Any] | None) -> str:
         """What the page and the terminal say at the end: how the run ended (its own reason when it stopped itself:

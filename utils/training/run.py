@@ -38,6 +38,7 @@ from utils.training.checkpointing.resume_checks import check_resume, checkpoint_
 from utils.training.controls import StopFlag, torch_settings_restored
 from utils.training.ending import RunEnding
 from utils.training.evaluation.best_checkpoint import CheckpointChoice, checkpoint_choice
+from utils.training.evaluation.evaluation_plan import own_language_rows
 from utils.training.evaluation.voices import dataset_voices, write_voice_references
 from utils.training.inputs import ddp_data
 from utils.training.inputs.input_checks import (
@@ -130,7 +131,8 @@ class TrainingRun(RunEnding):
         self.dataset_fingerprint = ""  # the dataset by content (DatasetReport.fingerprint), for a later resume
         self.micro_batch: int | None = None  # a resume's clips per forward/backward (out-of-memory errors halved)
         self.export_only = False  # a resume of a run that trained every step and only lacks ready/
-        self.voices: dict[str, Any] = {}  # several speakers: run.json `voices` (utils.training.evaluation.voices)
+        self.speakers: list[Any] = []  # several speakers: the voices of the dataset (utils.training.evaluation.voices)
+        self.voices: dict[str, Any] = {}  # and what run.json `voices` records of them
         self.voice_notes: list[str] = []
 
     # --- before any folder or model exists ------------------------------------------------------------
@@ -182,6 +184,8 @@ class TrainingRun(RunEnding):
             return train_beside_rank_zero(
                 self.args, self.frontend, self.should_stop, self.resume_point, base, report, self.ranks
             )
+        # Several speakers: checked before any folder exists (two names that would share a file are refused).
+        self.speakers, self.voice_notes = dataset_voices(report)
         probe_batch, total_steps = self._plan_sizes(report)
         self.dataset_fingerprint = report.fingerprint()
         self.micro_batch = resumed_micro_batch(self.resume_dir, self.args.batch_size)
@@ -262,9 +266,14 @@ class TrainingRun(RunEnding):
         # Several speakers: each one with enough data a named voice with its own reference clip (run.json `voices`);
         # the first one is ready/'s own voice. Taken now, while the dataset is as validated: the user's files may
         # move during a long run.
-        voices, self.voice_notes = dataset_voices(report)
+        voices = self.speakers
         self.voices = write_voice_references(voices, self.run_dir) if voices else {}
-        reference_rows = voices[0].train if voices else self.setup.train_durations
+        if voices:
+            reference_rows = voices[0].train
+        elif report.file_languages:  # several datasets of one voice: its clips in the run's language
+            reference_rows = [(row.audio_location, seconds) for row, seconds in own_language_rows(report, "train")]
+        else:
+            reference_rows = self.setup.train_durations
         update_run(
             self.run_dir,
             reference=write_reference_wav(reference_rows, self.run_dir / REFERENCE_WAV),

@@ -73,10 +73,15 @@ def resume_differences(
         found.append(mixed)
     elif trained_data and trained_data != fingerprint:
         found.append(
-            f"the dataset {args.train_csv!r}{' + ' + repr(args.eval_csv) if args.eval_csv else ''} holds other rows "
+            f"the dataset {_named(args.train_csv)!r}{' + ' + repr(_named(args.eval_csv)) if args.eval_csv else ''} "
+            "holds other rows "
             "than the one the run trained on (compared by content: texts, speakers, splits and audio)"
         )
     return found
+
+
+def _named(csvs: Any) -> str:
+    return ", ".join(csvs) if isinstance(csvs, tuple) else str(csvs)
 
 
 def _datasets_difference(before: dict[str, Any], args: TrainArguments) -> str:

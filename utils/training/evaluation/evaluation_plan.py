@@ -16,6 +16,15 @@ from utils.training.evaluation.voices import VOICES_DIR, SpeakerRows
 from utils.training.recording.records import QualitySetup
 
 
+def own_language_rows(report: Any, split: str) -> Any:
+    """(row, seconds) of `split` in the run's own language (a run of several datasets in several languages)."""
+    return (
+        (row, seconds)
+        for row, seconds in report.iter_usable(split)
+        if report.language_of(row.csv_file) == report.language
+    )
+
+
 def run_evaluator(
     args: Any,
     report: Any,
@@ -41,7 +50,8 @@ def run_evaluator(
     if voices:
         for voice in voices:
             spoken_as = frontend.for_language(voice.language)
-            sentences = pick_eval_sentences(report, spoken_as, args.quality_eval, args.seed, rows=voice.eval_rows)
+            rows = voice.eval_rows_in(voice.language)  # spoken in its language: rows of another are not
+            sentences = pick_eval_sentences(report, spoken_as, args.quality_eval, args.seed, rows=rows)
             probes = probe_rows(report, spoken_as, pace, sentences)
             evaluators[voice.name] = QualityEvaluator(
                 sentences,
@@ -54,7 +64,9 @@ def run_evaluator(
             )
             voice_setup[voice.name] = {"language": voice.language, "sentences": [s.text for s in sentences]}
     else:
-        sentences = pick_eval_sentences(report, frontend, args.quality_eval, args.seed)
+        # Several datasets of one voice: the held-out rows of the run's language (they are spoken in it).
+        rows = None if not report.file_languages else own_language_rows(report, "eval")
+        sentences = pick_eval_sentences(report, frontend, args.quality_eval, args.seed, rows=rows)
         if not sentences:
             return None, None
         evaluators[""] = QualityEvaluator(

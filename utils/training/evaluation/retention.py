@@ -6,8 +6,8 @@ CER of a Whisper transcript (where the recogniser has the language), naturalness
 verdict and the page compare them with step 0 ("English CER 6% -> 19% since step 0"). The cure, replaying rows of
 the base language, is a second dataset at a share of each epoch (utils.data.mix).
 
-`retention_languages` (TrainArguments): comma separated codes, "" for none, or "auto": English, or Spanish when the
-run trains English.
+`retention_languages` (TrainArguments): comma separated codes, "" for none, or "auto": English, or the first of the
+base model's languages the run does not train (Spanish for an English run).
 """
 
 from __future__ import annotations

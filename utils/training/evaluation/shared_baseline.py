@@ -71,7 +71,8 @@ def shared_baseline(source_dir: str | Path, run_dir: Path) -> tuple[dict[str, An
         return None, f"{source.name} scored another baseline ({'; '.join(differences)})"
     record = dict(baselines[-1])
     probes = [p.get("file") for p in record.get("probes") or [] if isinstance(p, dict) and p.get("file")]
-    names = [*(record.get("files") or []), *probes]
+    retention = [f for part in (record.get("retention") or {}).values() for f in part.get("files") or []]
+    names = [*(record.get("files") or []), *probes, *retention]
     # The names come from the other run's metrics.jsonl: each must stay inside both folders.
     if any(not _inside(source, name) or not _inside(Path(run_dir), name) for name in names):
         return None, f"{source.name}'s baseline names clips outside its folder"

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 MIN_VOICE_SECONDS = 10.0
+# Training clips kept per speaker to take its reference from (a huge dataset is not held in memory whole).
+REFERENCE_POOL = 2000
 VOICES_DIR = "voices"
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -34,13 +36,15 @@ class SpeakerRows:
     """One speaker's rows in the dataset: training clips (audio, seconds), held-out rows and their languages."""
 
     name: str
-    train: list[tuple[str, float]] = field(default_factory=list)
-    eval_rows: list[tuple[Any, float]] = field(default_factory=list)
+    train: list[tuple[str, float]] = field(default_factory=list)  # the first REFERENCE_POOL training clips
+    train_rows: int = 0
+    train_seconds: float = 0.0
+    eval_rows: list[tuple[Any, float, str]] = field(default_factory=list)  # (row, seconds, its dataset's language)
     languages: Counter = field(default_factory=Counter)
 
     @property
     def seconds(self) -> float:
-        return sum(seconds for _, seconds in self.train)
+        return self.train_seconds
 
     @property
     def language(self) -> str:
@@ -50,6 +54,10 @@ class SpeakerRows:
     def file_name(self) -> str:
         return voice_file_name(self.name)
 
+    def eval_rows_in(self, language: str) -> list[tuple[Any, float]]:
+        """Its held-out rows in `language` (what its evaluation speaks, in that language)."""
+        return [(row, seconds) for row, seconds, spoken in self.eval_rows if spoken == language]
+
 
 def dataset_voices(report: Any) -> tuple[list[SpeakerRows], list[str]]:
     """The run's voices (two or more speakers with enough data; [] for a run of one voice) and a note for each
@@ -58,16 +66,20 @@ def dataset_voices(report: Any) -> tuple[list[SpeakerRows], list[str]]:
     for split, row, seconds in report.iter_usable_splits():
         name = (row.speaker_name or "").strip() or "speaker"
         speaker = speakers.setdefault(name, SpeakerRows(name))
-        speaker.languages[report.language_of(row.csv_file)] += 1
+        language = report.language_of(row.csv_file)
+        speaker.languages[language] += 1
         if split == "train":
-            speaker.train.append((row.audio_location, seconds))
+            speaker.train_rows += 1
+            speaker.train_seconds += seconds
+            if len(speaker.train) < REFERENCE_POOL:
+                speaker.train.append((row.audio_location, seconds))
         else:
-            speaker.eval_rows.append((row, seconds))
+            speaker.eval_rows.append((row, seconds, language))
     if len(speakers) < 2:
         return [], []
     voices, notes = [], []
     for speaker in speakers.values():
-        if speaker.seconds < MIN_VOICE_SECONDS or not speaker.eval_rows:
+        if speaker.seconds < MIN_VOICE_SECONDS or not speaker.eval_rows_in(speaker.language):
             lacks = (
                 f"{speaker.seconds:.1f} s of training audio, below {MIN_VOICE_SECONDS:g} s"
                 if speaker.seconds < MIN_VOICE_SECONDS
@@ -76,9 +88,14 @@ def dataset_voices(report: Any) -> tuple[list[SpeakerRows], list[str]]:
             notes.append(f"Speaker {speaker.name!r}: {lacks}: trained with the others, no voice of its own.")
         else:
             voices.append(speaker)
-    names = Counter(v.file_name for v in voices)
+    names = Counter(v.file_name.lower() for v in voices)  # one file each, on a case-insensitive disk too
     if any(count > 1 for count in names.values()):
-        raise ValueError("Two speakers' names give the same file name: rename one of them in the CSV.")
+        clash = [v.name for v in voices if names[v.file_name.lower()] > 1]
+        raise ValueError(
+            f"The speakers {', '.join(repr(n) for n in clash)} would share a voice file name: rename one in its CSV."
+        )
+    # The run's own voice (ready/reference.wav) first: a speaker of the run's language.
+    voices.sort(key=lambda voice: voice.language != report.language)
     if len(voices) < 2:
         if voices:
             notes.append(f"One voice: {voices[0].name!r}.")
@@ -99,7 +116,7 @@ def write_voice_references(voices: list[SpeakerRows], run_dir: Path) -> dict[str
             "file": f"{VOICES_DIR}/{target.name}",
             "language": voice.language,
             "train_seconds": round(voice.seconds, 2),
-            "train_rows": len(voice.train),
+            "train_rows": voice.train_rows,
             "eval_rows": len(voice.eval_rows),
             "reference": chosen,
         }

@@ -1,4 +1,5 @@
-"""The training data loader of every run: each rank its own share of the rows, every row once per epoch.
+"""The training data loader of every run: each rank its own share of the rows, every row once per epoch (several
+datasets: as their weights draw them, utils.data.mix).
 
 coqui's `XTTSDataset` ignores the index it is asked for when training (a random row, drawn with replacement
 from Python's global RNG, which coqui seeds alike on every rank). `TrainingClipsDataset` returns the row it is

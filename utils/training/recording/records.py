@@ -135,6 +135,7 @@ class RunRecord(Record):
     voices: dict[str, Any] | None = _field(
         "several speakers: each voice's reference clip (file, relative to the run), language, training seconds and rows"
     )
+    named_voices_error: str | None = _field("why the named voices could not be written into ready/ (if they could not)")
     batch_size_auto: str | None = _field("how batch_size='auto' was settled")
     micro_batch_size: int | None = _field(
         "clips per forward/backward once out-of-memory errors halved it (below batch_size; a resume continues at it)"
