@@ -87,6 +87,14 @@ def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return shown_cells(pd.DataFrame(rows[::-1], columns=QUALITY_COLUMNS))
 
 
+PART_PREFIXES = ("voice ", "retention ")  # the notes of a row that is a part of the evaluation above it
+
+
+def evaluation_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of quality_frame that are evaluations (not a voice's or a retention language's row under one)."""
+    return frame[~frame["notes"].astype(str).str.startswith(PART_PREFIXES)]
+
+
 def _part_rows(record: QualityRecord) -> list[dict[str, Any]]:
     """Below an evaluation's row (the table is newest first, so listed in reverse): each voice's own scores, and each
     language the run does not train (its retention probe)."""

@@ -160,6 +160,7 @@ def test_the_page_follows_the_fields_it_shows():
         *("samples_per_sec", "clips_failed", "status", "message", "error", "run_dir", "files", "texts", "cer"),
         *("wer", "similarity", "duration_ratio", "combined", "reasons", "rule", "is_best", "best_step"),
         *("naturalness", "naturalness_real", "babble_rate", "probes", "baseline"),
+        *("voices", "speaker_rule", "retention"),  # each voice's scores and the retention rows (webui.quality_view)
     }
 
 

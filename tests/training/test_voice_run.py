@@ -160,7 +160,10 @@ def test_the_page_shows_babble_naturalness_the_baseline_and_the_probe_clips(voic
 
     ctx, result, _ = voice_run
     ctx.runner.state.run_dir = str(result.run_dir)
-    table, _best, voice, plot, *players, _seen = quality_refresh(ctx, "")
+    from webui.quality_view import evaluation_rows
+
+    shown_table, _best, voice, plot, *players, _seen = quality_refresh(ctx, "")
+    table = evaluation_rows(shown_table)
     assert list(table["step"]) == [3, 0] and list(table["best"]) == ["★", "base"]
     assert all(1.0 <= float(v) <= 5.0 for v in table["naturalness"]) and list(table["babble"]) == ["1.000", "1.000"]
     lines = page_text(voice)

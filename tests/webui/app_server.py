@@ -100,3 +100,18 @@ def running_app(folder: Path, *extra: str) -> Iterator[AppServer]:
         yield server
     finally:
         server.close()
+
+
+def app_with_tiny_model(folder: Path, tiny_base) -> AppServer:
+    """The app on `folder/output`, `folder/data` its data folder, with the session's tiny model as its only base model
+    (models/tiny linked into `folder/models`, which the app reads from $XTTS_MODELS_DIR). The caller waits for it and
+    closes it."""
+    import pytest
+
+    models = folder / "models"
+    models.mkdir()
+    (models / "tiny").symlink_to(tiny_base.folder, target_is_directory=True)
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XTTS_MODELS_DIR", str(models))
+        return AppServer(folder / "output", folder / "app.log", data_dirs=(folder / "data",))

@@ -254,12 +254,14 @@ def test_a_run_started_from_the_page_draws_its_plots_live_and_reads_well(studio,
     at_end = "const e = arguments[0]; return e.scrollTop + e.clientHeight >= e.scrollHeight - 4;"
     wait_for(driver, lambda d: d.execute_script(at_end, log), 10, "the log to show its last lines")
 
-    # Measured quality: one row per evaluation, newest first, readable at 1400 px.
+    # Measured quality: one row per evaluation, newest first (each with the row of its retention language, Spanish,
+    # under it), readable at 1400 px.
     run_dir = next((server.log_path.parent / "output").glob("*/metrics.jsonl")).parent
     steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl") if r["type"] == "quality"]
     table = wait_text(driver, str(steps[-1]), 30, "#quality-table")
     rows = [line.split()[0] for line in table.splitlines() if line.split() and line.split()[0].isdigit()]
-    assert rows == [str(step) for step in steps[::-1]], table
+    assert rows == [str(step) for step in steps[::-1] for _ in range(2)], table
+    assert table.count("retention es") == len(steps), table
     assert readable_table(driver, "quality-table") == []
     best = json.loads((run_dir / "run.json").read_text())["best"]
     assert f"by eval_loss: step {best['step']}" in driver.find_element(By.CSS_SELECTOR, "#quality-best").text

@@ -66,9 +66,11 @@ def quality_run(tmp_path_factory, tiny_base):
 def test_fine_tune_tab_shows_the_scores_the_best_and_the_latest_clips(quality_run):
     ctx, run_dir = quality_run
     ctx.runner.state.run_dir = str(run_dir)  # the page attached to this run (as after a reload)
-    table, best, _voice, _plot, *players, seen = quality_refresh(ctx, "")
+    shown_table, best, _voice, _plot, *players, seen = quality_refresh(ctx, "")
     players = players[:QUALITY_PLAYERS]  # then the probe players (test_voice_run.py)
+    table = quality_view.evaluation_rows(shown_table)  # each evaluation; its retention row (English) under it
     assert list(table["step"]) == [6, 3, 0] and table.columns.tolist() == quality_view.QUALITY_COLUMNS
+    assert shown_table["notes"].str.startswith("retention es").sum() == 3, "Spanish, not trained, at each evaluation"
     assert all(float(cer) > 0.5 for cer in table["CER"]), "noise is not understood"
     assert all(cell.startswith("— less than 0.3 s of speech") for cell in table["similarity"]), "says why it is empty"
     assert "Best checkpoint** by **cer**" in best and "step 3" in best

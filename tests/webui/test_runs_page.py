@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.webui.app_server import AppServer
+from tests.webui.app_server import app_with_tiny_model
 from tests.webui.browser import (
     CHROMEDRIVER,
     CHROMIUM,
@@ -51,12 +51,7 @@ def test_a_sweep_from_the_page_lists_its_trials_and_a_blind_choice_is_kept(tmp_p
         pytest.skip("Chromium and ChromeDriver are not installed (./run_tests.sh installs them)")
     folder = tmp_path_factory.mktemp("runs-page")
     csv = absolute_path_csv(folder / "data", n=8)
-    models = folder / "models"
-    models.mkdir()
-    (models / "tiny").symlink_to(tiny_base.folder, target_is_directory=True)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XTTS_MODELS_DIR", str(models))
-        server = AppServer(folder / "output", folder / "app.log", data_dirs=(folder / "data",))
+    server = app_with_tiny_model(folder, tiny_base)
     driver = None
     try:
         server.wait_ready()

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.helpers import write_clip
-from tests.webui.app_server import AppServer
+from tests.webui.app_server import app_with_tiny_model
 from tests.webui.browser import (
     CHROMEDRIVER,
     CHROMIUM,
@@ -19,6 +19,7 @@ from tests.webui.browser import (
     input_value,
     open_accordion,
     open_tab,
+    start_chromium,
     type_text,
     wait_for,
     wait_text,
@@ -46,16 +47,9 @@ def test_two_datasets_train_from_the_page_with_each_voice_scored(tmp_path_factor
     folder = tmp_path_factory.mktemp("several-page")
     german = _csv(folder / "data" / "de", GERMAN, "speaker_a", 7, 0)
     french = _csv(folder / "data" / "fr", FRENCH, "speaker_b", 6, 30)
-    models = folder / "models"
-    models.mkdir()
-    (models / "tiny").symlink_to(tiny_base.folder, target_is_directory=True)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XTTS_MODELS_DIR", str(models))
-        server = AppServer(folder / "output", folder / "app.log", data_dirs=(folder / "data",))
+    server = app_with_tiny_model(folder, tiny_base)
     driver = None
     try:
-        from tests.webui.browser import start_chromium
-
         server.wait_ready()
         driver = start_chromium(folder / "chrome-profile", 1400, 2600)
         driver.get(server.url)

@@ -94,7 +94,7 @@ def run_evaluator(
         real_clips=[s.real_clip for e in every for s in e.sentences],
         whisper_model=args.whisper_model,
         seed=args.seed,
-        probes=[p.text for e in every for p in e.probes] + [s.text for e in retention.values() for s in e.sentences],
+        probes=[p.text for e in every for p in e.probes],
         pace=pace.to_dict() if pace else None,
         generation_batch=generation_batch or None,
         voices=voice_setup or None,

@@ -30,7 +30,7 @@ _SAME_ARGUMENTS = (
     "quality_max_audio_tokens",
     "max_audio_length",
 )
-_SAME_SETUP = ("sentences", "real_clips", "whisper_model", "seed", "probes")
+_SAME_SETUP = ("sentences", "real_clips", "whisper_model", "seed", "probes", "voices", "retention")
 
 
 def _differences(source: dict[str, Any], here: dict[str, Any]) -> list[str]:
