@@ -77,7 +77,7 @@ def _sources_section() -> dict[str, Any]:
         )
         with gr.Row():
             ui["rate"] = gr.Textbox("1", label="How often its rows are drawn", elem_id="dataset-rate", scale=1)
-            ui["add_dataset"] = gr.Button("➕ Add the checked dataset to the run", elem_id="dataset-add", scale=1)
+            ui["add_dataset"] = gr.Button("+ Add the checked dataset to the run", elem_id="dataset-add", scale=1)
         ui["run_datasets"] = gr.Textbox(
             label="The run's datasets (LANG[:HOW_OFTEN]=PATH, one per line)", lines=2, elem_id="dataset-run-list"
         )

@@ -72,7 +72,7 @@ def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     records = records_of(records, QualityRecord)
     best = next((r for r in reversed(records) if r.is_best), None)
-    for record in records:
+    for record in reversed(records):  # newest first; each evaluation's voices and retention languages under it
         reasons = list(record.reasons or [])
         over = f"over the voices ({record.speaker_rule}); " if record.voices else ""
         rows.append(
@@ -84,7 +84,7 @@ def quality_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
             }
         )
         rows += _part_rows(record)
-    return shown_cells(pd.DataFrame(rows[::-1], columns=QUALITY_COLUMNS))
+    return shown_cells(pd.DataFrame(rows, columns=QUALITY_COLUMNS))
 
 
 PART_PREFIXES = ("voice ", "retention ")  # the notes of a row that is a part of the evaluation above it
@@ -96,8 +96,8 @@ def evaluation_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _part_rows(record: QualityRecord) -> list[dict[str, Any]]:
-    """Below an evaluation's row (the table is newest first, so listed in reverse): each voice's own scores, and each
-    language the run does not train (its retention probe)."""
+    """Below an evaluation's row: each voice's own scores, and each language the run does not train (its retention
+    probe)."""
     parts = [(f"voice {name}", scores) for name, scores in (record.voices or {}).items()]
     parts += [(f"retention {language}", scores) for language, scores in (record.retention or {}).items()]
     rows = []
@@ -111,7 +111,7 @@ def _part_rows(record: QualityRecord) -> list[dict[str, Any]]:
                 "notes": f"{label}: " + "; ".join(reasons),
             }
         )
-    return rows[::-1]
+    return rows
 
 
 def best_markdown(run_dir: str | Path | None) -> str:

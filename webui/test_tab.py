@@ -254,7 +254,9 @@ def _voice_section(ctx: UIContext) -> dict[str, Any]:
     with gr.Row():
         with gr.Column():
             ui["text"] = gr.Textbox(label="Text", lines=3, value="Hello! This is my fine-tuned voice.")
-            ui["language"] = gr.Dropdown(list(LANGUAGE_CHOICES), value="en", label="Language", allow_custom_value=True)
+            ui["language"] = gr.Dropdown(
+                list(LANGUAGE_CHOICES), value="en", label="Language", allow_custom_value=True, elem_id="test-language"
+            )
             ui["voice"] = gr.Dropdown(
                 [("the run's own voice", "")],
                 value="",

@@ -34,6 +34,7 @@ FIXED = {
     "quality_max_audio_tokens": 10,
     "whisper_model": "tiny.en",
     "learning_rate": 1e-3,
+    "retention_languages": "",  # a trial's own scoring is what the sweep reads; retention is tested apart
 }
 SPACE = ["learning_rate=1e-7:1e-3"]
 FIRST = [{"learning_rate": 1e-3}, {"learning_rate": 1e-7}]

@@ -50,6 +50,7 @@ COMMON = dict(
     # audio tokens: the default (3 sentences, probes spoken up to ~14 s) costs 30-60 s per evaluation on 2 cores.
     quality_eval=1,
     quality_max_audio_tokens=10,
+    retention_languages="",  # the retention probes are rank 0's alone, tested in one process (test_several_datasets.py)
 )
 
 

@@ -36,6 +36,7 @@ FAST = dict(
     quality_eval_share=1.0,  # every evaluation scored (the default budget skips some; test_scoring_budget.py)
     inference_search=0,  # the search for sampling settings has its own run (test_voice_run.py)
     reference_search=0,  # so has the choice of the reference clips
+    retention_languages="",  # so have the retention probes (test_several_datasets.py, test_voice_run.py)
 )
 
 

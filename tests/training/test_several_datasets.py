@@ -242,3 +242,14 @@ def test_one_voice_in_two_languages_is_scored_and_cloned_in_the_run_language(tmp
     rows = list(own_language_rows(report, "eval"))
     assert rows and all(row.text in GERMAN for row, _ in rows)
     assert {row.text for row, _ in report.iter_usable("eval")} & set(FRENCH), "French rows are held out too"
+
+
+def test_each_evaluation_row_has_its_voices_and_retention_rows_under_it(mixed_run):
+    from webui.quality_view import quality_frame
+
+    _, quality = mixed_run
+    table = quality_frame(quality)
+    labels = [n.split(":")[0] if n.startswith(("voice ", "retention ")) else "evaluation" for n in table["notes"]]
+    block = ["evaluation", "voice speaker_a", "voice speaker_b", "retention en"]
+    assert labels == block * len(quality)
+    assert list(table["step"]) == [s for r in reversed(quality) for s in [r["step"]] * len(block)], "newest first"
