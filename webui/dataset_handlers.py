@@ -18,6 +18,7 @@ from utils.data.prepare import prepare_dataset, preview_rows
 from utils.data.row_checks import outside_roots
 from utils.data.validation import DatasetReport, check_options, validate_dataset
 from utils.text.languages import canonical_language, whisper_language
+from utils.training.evaluation.voices import dataset_voices
 from utils.training.inputs.text_checks import text_check_options
 from webui import form, quality_view
 from webui.context import UIContext
@@ -34,6 +35,20 @@ PREVIEW_COLUMNS = ["line", "used", "audio_file", "text", "speaker"]
 PREVIEW_COLUMN_WIDTHS = ["72px", "22%", "24%", "40%", "14%"]
 MOSTLY_REJECTED = 0.25  # a share of rejected rows above which the verdict is a warning, not "Ready to train"
 UPLOADS_FOLDER = "uploads"  # extracted zips, one folder per zip content, under the datasets folder
+
+
+def voices_line(report: DatasetReport) -> str:
+    """The dataset's speakers as the run will take them: each with enough data a named voice, the others said."""
+    try:
+        voices, notes = dataset_voices(report)
+    except ValueError as exc:  # two names that would share a voice file: Start will refuse it, said here first
+        return "\n\n**Speakers:** " + shown(str(exc))
+    lines = []
+    if voices:
+        named = ", ".join(f"{v.name} ({v.language}, {v.seconds:.0f} s)" for v in voices)
+        lines.append(f"**{len(voices)} voices**, each with its own reference, scores and named voice: {shown(named)}")
+    lines += [shown(note) for note in notes]
+    return "".join(f"\n\n{line}" for line in lines)
 
 
 def _one_dataset(train_csv: Any, eval_csv: Any) -> None:
@@ -181,6 +196,7 @@ def validate_handler(
         raise page_error(exc) from exc
     summary, problems, histogram = report_tables(report)
     summary += "\n\n" + shown(report.check.describe())
+    summary += voices_line(report)
     if train_upload and (train_path or "").strip():  # both given (a script): say which one was checked
         summary += "\n\nChecked the **uploaded** train CSV; the typed path was not used."
     missing = sum(

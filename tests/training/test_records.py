@@ -51,6 +51,7 @@ def test_every_record_of_a_real_run_reads_strictly(tmp_path, tiny_base):
         quality_eval=1,
         quality_max_audio_tokens=10,
         quality_eval_share=1.0,
+        retention_languages="",  # tested on its own run (test_several_datasets.py)
         inference_search=1,  # the model's own settings measured: run.json `inference` and ready/ record them
         reference_search=0,  # the reference choice is measured in test_voice_run.py
         best_by="eval_loss",

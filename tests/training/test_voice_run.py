@@ -135,6 +135,8 @@ def test_ready_holds_the_reference_clips_chosen_by_measurement(voice_run):
     best = max(range(2), key=lambda i: (candidates[i]["score"], -i))
     assert reference["chosen"] == best and reference["sources"] == candidates[best]["clips"]
     assert reference["files"] == ["reference.wav"] and "reference_choice" in run["timings"]["phases"]
+    # A search's candidates speak the voice alone; the retention language (Spanish) is each evaluation's measure.
+    assert list(run_dir.glob("evals/step_*/retention_es/0.wav")) and not list(run_dir.glob("evals/*/*/retention_*"))
 
 
 def test_the_test_tab_starts_from_the_runs_settings_and_synthesize_uses_them(voice_run):

@@ -33,3 +33,22 @@ def test_nothing_checked_or_a_bad_rate_is_refused_with_the_reason():
         added_dataset("", [], "", "", "de", "1")
     with pytest.raises(gr.Error, match="not how often its rows are drawn"):
         added_dataset("", [], "/data/a.csv", "", "de", "often")
+
+
+def test_the_check_says_which_speakers_become_voices_and_which_have_too_little(tmp_path):
+    from tests.helpers import write_dataset
+    from utils.data.validation import validate_dataset
+    from webui.dataset_handlers import voices_line
+
+    def speakers(csv, names):
+        lines = csv.read_text().splitlines()
+        csv.write_text("\n".join([lines[0], *(row.replace("speaker_a", n) for row, n in zip(lines[1:], names))]) + "\n")
+        return csv
+
+    train = speakers(write_dataset(tmp_path / "data", n=18), ["speaker_a"] * 8 + ["speaker_b <b>"] * 8 + ["c"] * 2)
+    held = speakers(
+        write_dataset(tmp_path / "data", n=3, csv_name="eval.csv", seed_offset=40), ["speaker_a", "speaker_b <b>", "c"]
+    )
+    said = voices_line(validate_dataset(train, held, "en"))
+    assert "**2 voices**" in said and "speaker\\_a (en, 18 s)" in said and "&lt;b&gt;" in said, said  # as Markdown
+    assert "Speaker 'c':" in said and "below 10 s: trained with the others" in said, said

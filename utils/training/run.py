@@ -32,6 +32,7 @@ from utils.options.arguments import TrainArguments
 from utils.options.input_files import check_input_files
 from utils.text.frontend import TextFrontEnd
 from utils.text.languages import canonical_language
+from utils.text.visible import visible
 from utils.training.checkpointing.checkpoints import DiskFull, newest_checkpoint
 from utils.training.checkpointing.finish_export import export_pending, finish_without_training
 from utils.training.checkpointing.resume_checks import check_resume, checkpoint_steps
@@ -186,6 +187,7 @@ class TrainingRun(RunEnding):
             )
         # Several speakers: checked before any folder exists (two names that would share a file are refused).
         self.speakers, self.voice_notes = dataset_voices(report)
+        report.notes += [visible(note) for note in self.voice_notes]  # the run's dataset report says who has no voice
         probe_batch, total_steps = self._plan_sizes(report)
         self.dataset_fingerprint = report.fingerprint()
         self.micro_batch = resumed_micro_batch(self.resume_dir, self.args.batch_size)

@@ -103,19 +103,20 @@ class EvaluatorGroup:
         for evaluator in (self.main, *self.retention.values()):
             evaluator.reference_wav = clips
 
-    def parts(self) -> dict[str, QualityEvaluator]:
+    def parts(self, retention: bool = True) -> dict[str, QualityEvaluator]:
         return {
             **{f"voice:{name}": evaluator for name, evaluator in self.voices.items()},
-            **{f"retention:{language}": evaluator for language, evaluator in self.retention.items()},
+            **{f"retention:{language}": e for language, e in self.retention.items() if retention},
         }
 
     def generate(
         self, xtts: Any, step: int, sampling: dict[str, Any] | None = None, reference: Any = None
     ) -> GroupSpoken:
         """Every part spoken with the current weights; `reference` (a reference search's candidate) speaks for the run's
-        one voice and its retention parts."""
+        one voice. A search's candidate (step -1: sampling settings or reference clips tried at the end) is the voice
+        alone: the retention languages are the evaluations' measure, not the search's."""
         spoken = {}
-        for key, evaluator in self.parts().items():
+        for key, evaluator in self.parts(retention=step >= 0).items():
             given = reference if not self.several_voices else None
             spoken[key] = evaluator.generate(xtts, step, sampling, given)
         return GroupSpoken(self, step, spoken, sum(p.loop_seconds for p in spoken.values()))
