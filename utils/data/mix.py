@@ -213,11 +213,3 @@ def shares_note(entries: Sequence[DatasetEntry], counts: Sequence[int]) -> str:
         )
         + "."
     )
-
-
-def languages_of(entries: Sequence[DatasetEntry]) -> list[str]:
-    seen: list[str] = []
-    for entry in entries:
-        if entry.language not in seen:
-            seen.append(entry.language)
-    return seen

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from utils.data.csv_reader import Problem
+from utils.data.csv_reader import CsvRow, Problem, iter_rows
 from utils.data.duplicates import drop_duplicate_audio
 from utils.data.mix import DatasetEntry, dataset_entries, draw_counts, is_mix, mix_fingerprint, shares_note
 from utils.data.report import CheckStats, DatasetReport
@@ -146,8 +146,6 @@ def _speakers(joined: DatasetReport, report: DatasetReport) -> list[str]:
     for usable in joined._train + joined._eval:
         if usable.csv_file not in files:
             continue
-        from utils.data.csv_reader import CsvRow, iter_rows
-
         for row in iter_rows(usable.csv_file, usable.layout):
             if isinstance(row, CsvRow) and (row.speaker_name or "speaker") not in names:
                 names.append(row.speaker_name or "speaker")
