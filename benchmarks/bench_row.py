@@ -128,7 +128,7 @@ def build_setup(row: Row, opts: argparse.Namespace, run_root: Path) -> Any:
     from utils.model.base_models import ensure_base_model
     from utils.options.arguments import TrainArguments
     from utils.text.frontend import TextFrontEnd
-    from utils.training.loop.setup import build_training_setup
+    from utils.training.loop.setup import build_training_setup, trainer_parts
     from utils.training.recording.metrics import MetricsLogger
     from utils.training.recording.run_record import METRICS_FILE, create_run_dir
 
@@ -160,7 +160,7 @@ def build_setup(row: Row, opts: argparse.Namespace, run_root: Path) -> Any:
     run_dir = create_run_dir(run_root, "bench")
     steps = max(1, report.train_count // opts.batch)
     metrics = MetricsLogger(run_dir / METRICS_FILE, batch_size=opts.batch, steps_per_epoch=steps, total_steps=steps)
-    return build_training_setup(args, base, report, TextFrontEnd("en"), run_dir, metrics)
+    return build_training_setup(args, base, report, TextFrontEnd("en"), run_dir, trainer_parts(args, run_dir, metrics))
 
 
 def optimizer_kernel(optimizer: Any, cuda: bool) -> str:

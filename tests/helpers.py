@@ -110,7 +110,7 @@ def tiny_training_setup(tiny_base, tmp_path: Path, name: str, **arguments):
     from utils.data.validation import validate_dataset
     from utils.options.arguments import TrainArguments
     from utils.text.frontend import TextFrontEnd
-    from utils.training.loop.setup import build_training_setup
+    from utils.training.loop.setup import build_training_setup, trainer_parts
     from utils.training.recording.metrics import MetricsLogger
     from utils.training.recording.run_record import create_run_dir
 
@@ -121,7 +121,8 @@ def tiny_training_setup(tiny_base, tmp_path: Path, name: str, **arguments):
     )
     run_dir = create_run_dir(args.output_path, name)
     metrics = MetricsLogger(run_dir / "metrics.jsonl", batch_size=2, steps_per_epoch=3, total_steps=3)
-    setup = build_training_setup(args, tiny_base, validate_dataset(csv_path), TextFrontEnd("en"), run_dir, metrics)
+    parts = trainer_parts(args, run_dir, metrics)
+    setup = build_training_setup(args, tiny_base, validate_dataset(csv_path), TextFrontEnd("en"), run_dir, parts)
     return setup, args
 
 

@@ -25,7 +25,8 @@ def logger_for(tmp_path, events=None) -> MetricsLogger:
 
 
 def one_step(logger: MetricsLogger, step: int, text: float, mel: float, scaled_loss: float) -> None:
-    trainer = SimpleNamespace(epochs_done=0)
+    trainer = SimpleNamespace(epochs_done=0, model=None)
+    logger.log_for(trainer)
     logger.on_train_step_start(trainer)
     logger.train_step_stats(
         step,
@@ -62,12 +63,12 @@ def test_non_finite_losses_are_recorded_as_null_and_stop_the_run_when_they_persi
     one_step(logger, 0, 0.07, 7.0, 7.0)
     for step in (1, 2):
         one_step(logger, step, math.nan, math.inf, math.nan)
-        guard(None)  # two in a row: FP16's scaler skips a few, so this is not yet divergence
+        guard()  # two in a row: FP16's scaler skips a few, so this is not yet divergence
     one_step(logger, 3, math.nan, math.nan, math.nan)
     with pytest.raises(TrainingDiverged, match="3 steps in a row"):
-        guard(None)
+        guard()
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
     assert all(json.loads(line) for line in lines), "strict JSON: no NaN literals"
     assert [json.loads(line)["loss"] for line in lines][1:] == [None, None, None]
     one_step(logger, 4, 0.07, 7.0, 7.0)
-    guard(None)  # a finite loss resets the streak
+    guard()  # a finite loss resets the streak

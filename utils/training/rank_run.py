@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from utils.model.ready import READY_DIR
 from utils.training.controls import torch_settings_restored
 from utils.training.inputs import ddp_data
-from utils.training.loop.setup import build_training_setup
+from utils.training.loop.setup import build_training_setup, trainer_parts
 from utils.training.ranks import distributed
-from utils.training.ranks.data_parallel import join_training
+from utils.training.ranks.data_parallel import DataParallelRanks
 from utils.training.recording.metrics import MetricsLogger
 from utils.training.recording.outcome import RunOutput
 from utils.training.recording.run_record import METRICS_FILE
@@ -55,11 +55,9 @@ def train_beside_rank_zero(
         total_steps=args.num_epochs * steps,
     )
     with torch_settings_restored():
-        setup = build_training_setup(
-            args, base, report, frontend, run_dir, metrics, should_stop=should_stop, resume=resume_point
-        )
+        parts = trainer_parts(args, run_dir, metrics, should_stop=should_stop, ranks=DataParallelRanks(ranks))
+        setup = build_training_setup(args, base, report, frontend, run_dir, parts, resume=resume_point)
         try:
-            join_training(setup.trainer, ranks)
             setup.trainer.fit()
         finally:
             setup.release()

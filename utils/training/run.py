@@ -34,7 +34,7 @@ from utils.text.frontend import TextFrontEnd
 from utils.text.languages import canonical_language
 from utils.text.visible import visible
 from utils.training.checkpointing.checkpoints import DiskFull, newest_checkpoint
-from utils.training.checkpointing.finish_export import export_pending, finish_without_training
+from utils.training.checkpointing.finish_export import export_pending
 from utils.training.checkpointing.resume_checks import check_resume, checkpoint_steps
 from utils.training.controls import StopFlag, torch_settings_restored
 from utils.training.ending import RunEnding
@@ -53,10 +53,10 @@ from utils.training.inputs.text_checks import text_check_options
 from utils.training.loop.advice import out_of_memory_advice, planner_suggestion
 from utils.training.loop.auto_batch import plan_generation_batch, probe_batch_size, resolve_batch
 from utils.training.loop.oom import OutOfMemoryLog, resumed_micro_batch
-from utils.training.loop.setup import TrainingSetup, build_training_setup
+from utils.training.loop.setup import TrainingSetup, build_training_setup, trainer_parts
 from utils.training.rank_run import train_beside_rank_zero
 from utils.training.ranks import distributed
-from utils.training.ranks.data_parallel import join_training
+from utils.training.ranks.data_parallel import DataParallelRanks
 from utils.training.recording.metrics import MetricsLogger
 from utils.training.recording.outcome import RunOutput
 from utils.training.recording.phase_times import PhaseTimes
@@ -197,9 +197,8 @@ class TrainingRun(RunEnding):
             self._prepare_training(base, report, probe_batch)
             try:
                 distributed.share_run_dir(self.run_dir)  # the other ranks (if any) build their trainers now
-                join_training(self.setup.trainer, self.ranks)
                 if self.export_only:
-                    finish_without_training(self.setup.trainer)
+                    self.setup.trainer.finish_without_training()
                 else:
                     self.setup.trainer.fit()
             finally:
@@ -259,28 +258,9 @@ class TrainingRun(RunEnding):
         self._write_record(base, report)
 
     def _prepare_training(self, base: BaseModel, report: DatasetReport, probe_batch: bool) -> None:
-        """The model and trainer, with what the run wires into them: the confirmed batch size, the reference clip,
-        the checkpoint choice, the phase timer and the out-of-memory records; the run says it is running."""
-        self.setup = self._build_setup(base, report)
-        if probe_batch:
-            self._confirm_batch_size(base, report)
-        self._write_run_files(report)
-        # Several speakers: each one with enough data a named voice with its own reference clip (run.json `voices`);
-        # the first one is ready/'s own voice. Taken now, while the dataset is as validated: the user's files may
-        # move during a long run.
-        voices = self.speakers
-        self.voices = write_voice_references(voices, self.run_dir) if voices else {}
-        if voices:
-            reference_rows = voices[0].train
-        elif report.file_languages:  # several datasets of one voice: its clips in the run's language
-            reference_rows = [(row.audio_location, seconds) for row, seconds in own_language_rows(report, "train")]
-        else:
-            reference_rows = self.setup.train_durations
-        update_run(
-            self.run_dir,
-            reference=write_reference_wav(reference_rows, self.run_dir / REFERENCE_WAV),
-            **({"voices": self.voices} if self.voices else {}),
-        )
+        """What the trainer works with (the reference clip, the checkpoint choice), then the model and trainer built
+        with it, the batch size confirmed; the run says it is running."""
+        self._write_references(report)
         self.choice = checkpoint_choice(
             self.args,
             report,
@@ -289,18 +269,39 @@ class TrainingRun(RunEnding):
             self.metrics,
             self.run_dir / REFERENCE_WAV,
             generation_batch=self.generation_batch,
-            voices=voices,
+            voices=self.speakers,
             voice_notes=self.voice_notes,
+            timings=self.phase_times,
         )
-        self.setup.trainer.choose_best = self.choice
-        self.setup.trainer.phase_times = self.phase_times
-        OutOfMemoryLog(self.run_dir, self.metrics, self.args).attach(self.setup.trainer, self.micro_batch)
+        self.setup = self._build_setup(base, report)
+        if probe_batch:
+            self._confirm_batch_size(base, report)
+        self._write_run_files(report)
         self._set_status(
             RunStatus.RUNNING, step=self.setup.trainer.total_steps_done, total_steps=self.metrics.total_steps
         )
         print(
             f"\nRun folder: {self.run_dir}\n{self.setup.report.to_markdown()}\n{format_memory_stats()}\n",
             flush=True,
+        )
+
+    def _write_references(self, report: DatasetReport) -> None:
+        """The voice's reference clip (ready/ and every scored evaluation clone it); several speakers: each one with
+        enough data a named voice with its own clip (run.json `voices`), the first one ready/'s own voice. Taken now,
+        while the dataset is as validated: the user's files may move during a long run."""
+        assert self.run_dir is not None
+        voices = self.speakers
+        self.voices = write_voice_references(voices, self.run_dir) if voices else {}
+        if voices:
+            reference_rows = voices[0].train
+        elif report.file_languages:  # several datasets of one voice: its clips in the run's language
+            reference_rows = [(row.audio_location, seconds) for row, seconds in own_language_rows(report, "train")]
+        else:
+            reference_rows = [(row.audio_location, seconds) for row, seconds in report.iter_usable("train")]
+        update_run(
+            self.run_dir,
+            reference=write_reference_wav(reference_rows, self.run_dir / REFERENCE_WAV),
+            **({"voices": self.voices} if self.voices else {}),
         )
 
     def _write_spec(self, probe_batch: bool) -> None:
@@ -331,17 +332,22 @@ class TrainingRun(RunEnding):
         )
 
     def _build_setup(self, base: BaseModel, report: DatasetReport) -> TrainingSetup:
+        """The model and trainer, built with their collaborators: the caller's stop, the checkpoint choice, the phase
+        timer, the out-of-memory records (a resume's micro-batch) and, with several devices, the ranks."""
         assert self.run_dir is not None and self.metrics is not None
-        return build_training_setup(
+        parts = trainer_parts(
             self.args,
-            base,
-            report,
-            self.frontend,
             self.run_dir,
             self.metrics,
             should_stop=self.should_stop,
-            resume=self.resume_point,
             on_checkpoint=self._checkpoint_saved,
+            scoring=self.choice,
+            timings=self.phase_times,
+            out_of_memory=OutOfMemoryLog(self.run_dir, self.metrics, self.args, self.micro_batch),
+            ranks=DataParallelRanks(self.ranks) if distributed.is_distributed() else None,
+        )
+        return build_training_setup(
+            self.args, base, report, self.frontend, self.run_dir, parts, resume=self.resume_point
         )
 
     def _supersede_metrics(self, steps_done: int | None) -> None:

@@ -156,7 +156,7 @@ class CheckpointWriter:
         model = self._model_state(trainer)
         if model is None:
             return None
-        generators = trainer.random_state() if hasattr(trainer, "random_state") else None
+        generators = trainer.random_state()
         state = {
             **self._base_record(trainer, steps_done),
             # The epoch of the step boundary the generators were taken at (after Ctrl-C mid-way: the last step's).
@@ -164,7 +164,7 @@ class CheckpointWriter:
             "model": model,
             "optimizer": _objects_state(trainer.optimizer),
             "scheduler": _objects_state(trainer.scheduler),
-            "scaler": trainer.scaler.state_dict() if getattr(trainer, "use_amp_scaler", False) else None,
+            "scaler": trainer.scaler.state_dict() if trainer.use_amp_scaler else None,
             # The generators at this step boundary: a resume draws what this run draws next (exact resume).
             "random_state": generators,
         }

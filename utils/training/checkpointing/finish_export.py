@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from utils.model.ready import FINETUNE_FILE, READY_DIR, REFERENCE_WAV
 from utils.training.recording.checkpoint_files import checkpoints
@@ -63,12 +62,3 @@ def why_not_finishable(run_dir: str | os.PathLike) -> str | None:
 
 def finishable_runs(runs: list[Path]) -> list[Path]:
     return [run_dir for run_dir in runs if finishable(run_dir)]
-
-
-def finish_without_training(trainer: Any) -> None:
-    """Instead of `trainer.fit()` for a run with only its export left: the restored trainer is the finished run."""
-    trainer.outcome = RunStatus.FINISHED
-    try:
-        trainer.dashboard_logger.finish()
-    finally:
-        trainer.close_log_files()

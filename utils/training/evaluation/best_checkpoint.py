@@ -23,6 +23,7 @@ run.json says why.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -35,7 +36,7 @@ from utils.training.evaluation.shared_baseline import shared_baseline
 from utils.training.loop.trainer import StopTraining
 from utils.training.ranks import distributed
 from utils.training.recording.checkpoint_files import BEST_MODEL_FILE
-from utils.training.recording.phase_times import SAVES, SCORED_EVAL, SCORING_WAIT, phase
+from utils.training.recording.phase_times import SAVES, SCORED_EVAL, SCORING_WAIT, PhaseTimes
 from utils.training.recording.records import BestChoice, EarlyStopState, QualityRecord
 from utils.training.recording.run_record import load_run, update_run
 
@@ -75,6 +76,7 @@ class CheckpointChoice:
         evaluator: Any = None,
         scoring_share: float = 1.0,
         baseline_from: str = "",
+        timings: PhaseTimes | None = None,
     ) -> None:
         self.rule = BestRule.parse(rule)
         self.baseline_from = baseline_from  # another run's step 0 to take instead of scoring it (shared_baseline)
@@ -90,7 +92,7 @@ class CheckpointChoice:
         self.background_scoring = self.rule is BestRule.EVAL_LOSS
         self._scoring: threading.Thread | None = None
         self._scored: tuple[dict[str, Any], dict[str, Any]] | None = None  # (quality fields, record fields)
-        self._phase_times: Any = None
+        self._phase_times = timings  # the run's phase timer (the trainer's too): scoring and saves counted apart
         # Training clips that may become the voice's reference, taken while the dataset is as validated; measured
         # at the run's end (utils.training.evaluation.reference_choice).
         self.reference_pool: list[list[tuple[str, float]]] = []
@@ -107,6 +109,9 @@ class CheckpointChoice:
         if self.stopper is not None and stopping.rule == self.rule.value and best.value is not None:
             self.stopper.best = float(best.value)
             self.stopper.evals_without_improvement = int(stopping.evals_without_improvement or 0)
+
+    def _phase(self, name: str) -> contextlib.AbstractContextManager[None]:
+        return self._phase_times.phase(name) if self._phase_times is not None else contextlib.nullcontext()
 
     # --- the decision -------------------------------------------------------------------------------
     def decide(self, step: int, values: dict[str, float | None], reasons: list[str]) -> tuple[bool, str, str]:
@@ -146,7 +151,6 @@ class CheckpointChoice:
         values: dict[str, float | None] = {"eval_loss": losses["eval_loss"]}
         if values["eval_loss"] is None and losses["train_loss"] != float("inf"):
             values["eval_loss"] = losses["train_loss"]  # no eval pass: the train loss stands in, as coqui does
-        self._phase_times = getattr(trainer, "phase_times", None)
         spoken, quality = self._speak(trainer, step)
         if quality is not None:
             values.update({k: quality.get(k) for k in SCORE_NAMES})
@@ -194,12 +198,12 @@ class CheckpointChoice:
         if not self.budget.should_score(trainer.epochs_done + 1 >= trainer.config.epochs):
             log.info("Quality evaluation at step %d %s.", step, self.budget.reason_skipped())
             return None, None
-        with phase(trainer, SCORING_WAIT):
+        with self._phase(SCORING_WAIT):
             self.wait()  # at most one evaluation being scored: the previous one is recorded first
         quality = None
-        with phase(trainer, SCORED_EVAL):
+        with self._phase(SCORED_EVAL):
             started = time.monotonic()
-            spoken = self.evaluator.generate(getattr(trainer.model, "module", trainer.model).xtts, step)
+            spoken = self.evaluator.generate(trainer.model.xtts, step)
             if not self.background_scoring:
                 quality = spoken.finish()
             self.budget.record(time.monotonic() - started)
@@ -210,7 +214,7 @@ class CheckpointChoice:
         # run.json names the best once best_model.pth holds it: the write may still be in flight (a background
         # save), and a kill -9 or a full disk before it lands must not leave a record of weights not on disk.
         record_best = lambda _path, best=candidate: update_run(self.run_dir, best=best)
-        with phase(trainer, SAVES):
+        with self._phase(SAVES):
             saved = trainer.checkpoints.save_best(trainer, candidate.step, losses, on_done=record_best)
         if saved is None:
             return False
@@ -227,7 +231,7 @@ class CheckpointChoice:
         same sentences, probes and seed as every evaluation, as the run's baseline. Only at the start of a run (a
         resumed run has its own already); scored on the background thread, as it decides nothing; its time counts
         in the scoring budget."""
-        if self.evaluator is None or getattr(trainer, "continue_run", False) or trainer.total_steps_done:
+        if self.evaluator is None or trainer.continue_run or trainer.total_steps_done:
             return
         if self.baseline_from:
             shared, why = shared_baseline(self.baseline_from, self.run_dir)
@@ -237,8 +241,8 @@ class CheckpointChoice:
                 log.info("Baseline (step 0) taken from %s, scored once for both.", self.baseline_from)
                 return
             log.warning("Baseline not taken from %s: %s; scoring this run's own.", self.baseline_from, why)
-        with phase(trainer, SCORED_EVAL):
-            spoken = self.evaluator.generate(getattr(trainer.model, "module", trainer.model).xtts, 0)
+        with self._phase(SCORED_EVAL):
+            spoken = self.evaluator.generate(trainer.model.xtts, 0)
         self.budget.spent += spoken.loop_seconds
         record = {"step": 0, "epoch": 0, "rule": self.rule.value, "eval_loss": None, "is_best": False}
         self._score_in_background(spoken, {**record, "best_step": None, "baseline": True})
@@ -333,6 +337,7 @@ def checkpoint_choice(
     generation_batch: int = 0,
     voices: list[Any] | None = None,
     voice_notes: list[str] | None = None,
+    timings: PhaseTimes | None = None,
 ) -> CheckpointChoice:
     """The run's CheckpointChoice from its TrainArguments (quality_eval, best_by, early_stop_patience,
     whisper_model, quality_max_audio_tokens); the sentences it speaks are recorded in run.json `quality`;
@@ -354,6 +359,7 @@ def checkpoint_choice(
         evaluator,
         scoring_share=args.quality_eval_share,
         baseline_from=args.quality_baseline_from,
+        timings=timings,
     )
     if evaluator is not None and args.reference_search and not evaluator.several_voices:
         choice.reference_pool = reference_pool(report, args.seed)

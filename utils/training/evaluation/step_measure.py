@@ -119,7 +119,7 @@ def measuring_setup(
     from utils.data.validation import validate_dataset
     from utils.options.arguments import TrainArguments
     from utils.text.frontend import TextFrontEnd
-    from utils.training.loop.setup import build_training_setup
+    from utils.training.loop.setup import build_training_setup, trainer_parts
     from utils.training.recording.metrics import MetricsLogger
     from utils.training.recording.run_record import METRICS_FILE, create_run_dir
 
@@ -136,7 +136,8 @@ def measuring_setup(
     base = ensure_base_model(version, models_dir)
     run_dir = create_run_dir(args.output_path, "measure")
     metrics = MetricsLogger(run_dir / METRICS_FILE, batch_size=batch_size, steps_per_epoch=1, total_steps=1)
-    setup = build_training_setup(args, base, validate_dataset(args.train_csv), TextFrontEnd("en"), run_dir, metrics)
+    parts = trainer_parts(args, run_dir, metrics)
+    setup = build_training_setup(args, base, validate_dataset(args.train_csv), TextFrontEnd("en"), run_dir, parts)
     try:
         yield setup, csv_path
     finally:

@@ -17,12 +17,15 @@ import collections
 import contextlib
 import gc
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from utils.training.loop.oom import MicroBatching, Pieces, attempt, merge_losses, rows_of
+
+if TYPE_CHECKING:
+    from utils.training.loop.contract import OutOfMemoryHandler
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +42,17 @@ def _first_line(exc: BaseException) -> str:
 class OutOfMemoryRecovery:
     """A mixin of coqui's Trainer (see the module docstring); `init_recovery` once the Trainer is built."""
 
-    def init_recovery(self, distributed: bool) -> None:
+    def init_recovery(self, distributed: bool, handler: OutOfMemoryHandler | None) -> None:
+        """`handler` records each event and says what would fit instead (None: logged only); it brings a resume's
+        micro-batch."""
         # Clips per forward/backward of a step, halved after an out-of-memory error (not in a multi-process run).
-        self.micro_batching = MicroBatching(self.config.batch_size, self.grad_accum_steps, recovers=not distributed)
-        self.on_out_of_memory: Callable[[dict[str, Any]], None] | None = None  # the run records each event
-        self.what_would_fit: Callable[..., str] | None = None  # the run's Fit my GPU answer, for a stop at one clip
+        self.micro_batching = MicroBatching(
+            self.config.batch_size,
+            self.grad_accum_steps,
+            micro=(handler.micro_batch or 0) if handler is not None else 0,
+            recovers=not distributed,
+        )
+        self.out_of_memory_handler = handler
         self._in_train_step = False
         self._in_eval_epoch = False
 
@@ -51,10 +60,12 @@ class OutOfMemoryRecovery:
         """The precision an eval-loss forward runs in (FineTuneTrainer: as training does)."""
         return contextlib.nullcontext()
 
-    def eval_epoch(self) -> None:
+    @contextlib.contextmanager
+    def eval_pass(self) -> Iterator[None]:
+        """Around coqui's `eval_epoch`: its batches reach `eval_step` unformatted, to be formatted piece by piece."""
         self._in_eval_epoch = True
         try:
-            super().eval_epoch()
+            yield
         finally:
             self._in_eval_epoch = False
 
@@ -102,22 +113,23 @@ class OutOfMemoryRecovery:
         gc.collect()
         self.model.zero_grad(set_to_none=True)
         refresh = getattr(torch.amp.grad_scaler, "_refresh_per_optimizer_state", None)
-        if getattr(self, "scaler", None) is not None and refresh is not None:
+        if self.scaler is not None and refresh is not None:
             self.scaler._per_optimizer_states = collections.defaultdict(refresh)  # forget the attempt's unscale_
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         event = self.micro_batching.halve(step)
         if event is None:
             trained = bool(self.total_steps_done)
-            fits = self.what_would_fit(trained=trained) if self.what_would_fit is not None else ""
+            handler = self.out_of_memory_handler
+            fits = handler.what_would_fit(trained=trained) if handler is not None else ""
             # Before any step there is nothing trained to save: the message must not promise a checkpoint.
             kept = "the run stopped with a checkpoint" if trained else "the run stopped, nothing trained"
             message = f"Out of memory at step {step} with one clip per micro-batch ({error}): {kept}. {fits}".strip()
             event = {"step": step, "batch_before": 1, "stopped": True, "message": message}
         event["error"] = error
         log.warning(event["message"])
-        if self.on_out_of_memory is not None:
-            self.on_out_of_memory(event)
+        if self.out_of_memory_handler is not None:
+            self.out_of_memory_handler(event)
         if event.get("stopped"):
             raise OutOfMemoryStop(event["message"])
 

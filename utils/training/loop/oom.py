@@ -167,17 +167,16 @@ def resumed_micro_batch(resume_dir: Path | None, batch_size: Any) -> int | None:
 
 class OutOfMemoryLog:
     """A run's records of the errors its trainer recovers from (or stops at): run.json, spec.json, and a status
-    record in metrics.jsonl whose message the page shows while the run goes on."""
+    record in metrics.jsonl whose message the page shows while the run goes on. The trainer's
+    `OutOfMemoryHandler` (utils.training.loop.contract); `micro_batch` is a resume's micro-batch."""
 
-    def __init__(self, run_dir: Path, metrics: Any, arguments: Any) -> None:
+    def __init__(self, run_dir: Path, metrics: Any, arguments: Any, micro_batch: int | None = None) -> None:
         self.run_dir, self.metrics, self.arguments = Path(run_dir), metrics, arguments
+        self.micro_batch = micro_batch
 
-    def attach(self, trainer: Any, micro_batch: int | None) -> None:
-        """The trainer's recovery wired to these records and to the memory planner (a resume's micro-batch set)."""
-        if micro_batch:
-            trainer.micro_batching.micro = min(micro_batch, trainer.micro_batching.micro)
-        trainer.on_out_of_memory = self
-        trainer.what_would_fit = lambda trained=True: what_would_fit(self.arguments.to_dict(), trained)
+    def what_would_fit(self, trained: bool = True) -> str:
+        """The memory planner's answer for this run's arguments on this machine (see `what_would_fit`)."""
+        return what_would_fit(self.arguments.to_dict(), trained)
 
     def __call__(self, event: dict[str, Any]) -> None:
         from utils.training.recording.run_record import RunStatus, load_run, update_run

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,10 @@ from utils.training.checkpointing.checkpoints import CheckpointWriter
 from utils.training.inputs import ddp_data
 from utils.training.inputs.batching import optimizer_steps_per_epoch
 from utils.training.inputs.dataset import DATASET_KEY, DRAWS_KEY, DURATION_KEY
+from utils.training.loop.contract import TrainerParts, never_stop
 from utils.training.loop.gpt_model import FineTuneGPTTrainer
 from utils.training.loop.lora import LORA, LoraSettings, apply_lora, frozen_dtype
-from utils.training.loop.trainer import DivergenceGuard, FineTuneTrainer
+from utils.training.loop.trainer import FineTuneTrainer
 from utils.training.ranks import distributed
 from utils.training.recording.metrics import MetricsLogger
 from utils.training.recording.run_record import TRAINER_CONFIG_FILE
@@ -75,9 +77,7 @@ class TrainingSetup:
 
     def release(self) -> None:
         """Free the model's memory so a notebook can run again without restarting."""
-        self.trainer.close_log_files()
-        self.trainer.model = None  # type: ignore[assignment]
-        self.trainer.optimizer = None  # type: ignore[assignment]
+        self.trainer.release()
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -215,7 +215,7 @@ def make_gpt_config(
         log_model_step=10**9,
         save_step=args.save_step,
         save_n_checkpoints=args.save_n_checkpoints,
-        save_checkpoints=True,
+        save_checkpoints=False,  # coqui's own periodic save is off: FineTuneTrainer saves (atomic, background)
         save_all_best=False,
         save_best_after=0,
         print_eval=False,
@@ -269,6 +269,26 @@ def inference_config(base_config: dict[str, Any], vocab: VocabChoice) -> dict[st
     return config
 
 
+def trainer_parts(
+    args: TrainArguments,
+    run_dir: Path,
+    metrics: MetricsLogger,
+    *,
+    should_stop: Callable[[], bool] | None = None,
+    on_checkpoint: Any = None,
+    **collaborators: Any,
+) -> TrainerParts:
+    """The trainer's collaborators (utils.training.loop.contract): the checkpoint writer of `run_dir`, the stop
+    check, and the run's scoring, timings, out-of-memory record and ranks (`collaborators`, by their field names)."""
+    return TrainerParts(
+        metrics=metrics,
+        checkpoints=CheckpointWriter(run_dir, args.save_n_checkpoints, on_checkpoint),
+        should_stop=should_stop or never_stop,
+        nonfinite_limit=NONFINITE_STEPS_LIMIT,
+        **collaborators,
+    )
+
+
 def build_trainer(
     args: TrainArguments,
     config: GPTTrainerConfig,
@@ -276,16 +296,14 @@ def build_trainer(
     samples: Samples,
     run_dir: Path,
     resume: Path | None,
-    metrics: MetricsLogger,
-    should_stop: Any,
-    on_checkpoint: Any = None,
+    parts: TrainerParts,
 ) -> FineTuneTrainer:
-    """coqui's Trainer in `run_dir`, reporting to `metrics`, stopping on request or on a diverged loss.
+    """coqui's Trainer in `run_dir`, with its collaborators (`parts`: metrics, stop checks, scoring...).
     `resume` is the run folder or the checkpoint in it to continue from (None for a new run)."""
     if resume and distributed.is_main_process():
         # The trainer reloads config.json from the run folder on resume: make it this call's config.
         write_json_atomic(run_dir / TRAINER_CONFIG_FILE, config.to_dict(), indent=4)
-    trainer = FineTuneTrainer(
+    return FineTuneTrainer(
         TrainerArgs(
             continue_path=str(run_dir) if resume else "", grad_accum_steps=args.grad_acumm, rank=distributed.rank()
         ),  # coqui saves and logs where rank == 0 only
@@ -295,19 +313,10 @@ def build_trainer(
         train_samples=samples.train,
         eval_samples=samples.eval,
         parse_command_line_args=False,
-        should_stop=should_stop,
+        parts=parts,
         run_dir=None if resume else run_dir,
-        dashboard_logger=metrics,
         restore_from=resume if resume and resume.is_file() else None,
-        checkpoints=CheckpointWriter(run_dir, args.save_n_checkpoints, on_checkpoint),
-        callbacks={
-            "on_train_step_start": metrics.on_train_step_start,
-            "on_train_step_end": metrics.on_train_step_end,
-            "on_train_epoch_start": metrics.on_train_epoch_start,
-        },
     )
-    trainer.callbacks.callbacks_on_train_step_end.append(DivergenceGuard(metrics, NONFINITE_STEPS_LIMIT))
-    return trainer
 
 
 def build_training_setup(
@@ -316,13 +325,12 @@ def build_training_setup(
     report: DatasetReport,
     frontend: TextFrontEnd,
     run_dir: Path,
-    metrics: MetricsLogger,
+    parts: TrainerParts,
     *,
     resume: Path | None = None,
-    should_stop: Any = None,
-    on_checkpoint: Any = None,
 ) -> TrainingSetup:
-    """Everything a run needs to train in `run_dir` (a new folder, or the run being resumed from `resume`)."""
+    """Everything a run needs to train in `run_dir` (a new folder, or the run being resumed from `resume`), the
+    trainer working with `parts` (`trainer_parts`)."""
     source = model_source(args, base)
     samples = training_samples(report, frontend)
     # A new language's vocabulary is learnt from its own rows (other datasets' languages are the model's already).
@@ -350,13 +358,12 @@ def build_training_setup(
         run_name=run_dir.name,
     )
     model, optimizations = build_model(args, config, vocab)
-    trainer = build_trainer(args, config, model, samples, run_dir, resume, metrics, should_stop, on_checkpoint)
-    metrics.trainer = trainer
+    trainer = build_trainer(args, config, model, samples, run_dir, resume, parts)
     if distributed.is_main_process():  # the only writer of the run folder
         vocab.copy_into(run_dir)
     return TrainingSetup(
         trainer=trainer,
-        metrics=metrics,
+        metrics=parts.metrics,
         report=optimizations,
         steps_per_epoch=steps_per_epoch,
         total_steps=args.num_epochs * steps_per_epoch,

@@ -1,7 +1,8 @@
 """Making coqui's Trainer one rank of a multi-process run: torch's DistributedDataParallel around the GPT.
 
 coqui's Trainer stays in its one-device mode (its own DDP path needs CUDA, and it unwraps the model, so
-its forwards never go through DDP and gradients are never averaged). Instead `join_training`:
+its forwards never go through DDP and gradients are never averaged). Instead `DataParallelRanks`, the trainer's
+`RankSync` (utils.training.loop.contract), built before the trainer and joined when it starts:
 - wraps the GPT (the only trained part) in DistributedDataParallel: its constructor copies rank 0's
   weights to every rank, and each training backward averages the gradients across ranks. Gradient
   accumulation micro-steps that do not step the optimizer skip the exchange (what `no_sync()` does);
@@ -20,42 +21,59 @@ from torch.nn.parallel import DistributedDataParallel
 
 from utils.device.memory import GPU_FIELDS, get_memory_stats
 from utils.training.ranks import distributed
-from utils.training.ranks.rank_trace import install_trace
+from utils.training.ranks.rank_trace import rank_trace
 
 # Each rank's share of the per-step all_reduce: its loss terms and its memory.
 _LOSS_FIELDS = ("loss_text_ce", "loss_mel_ce")
 _MEMORY_FIELDS = (*GPU_FIELDS, "process_rss_mb")
 
 
-def join_training(trainer: Any, ranks: list[dict[str, Any]]) -> None:
-    """Make `trainer` (a FineTuneTrainer whose model is built) a rank of the run; nothing in a one-process run.
-    `ranks` is `distributed.describe_ranks()`. The DistributedDataParallel constructor is a collective: every
-    rank calls this once, before `fit`."""
-    if not distributed.is_distributed():
-        return
-    model = trainer.model
-    gpt = model.xtts.gpt
-    device = next(gpt.parameters()).device
-    ddp = DistributedDataParallel(
-        gpt, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
-    )
-    step = DataParallelStep(model, ddp)
-    # An instance attribute: the model's own forward, state_dict keys and checkpoints stay as they are.
-    model.forward = step.forward
-    asked, choice = trainer.should_stop, trainer.choose_best  # the caller's stop; rank 0's early stop
-    sync = StepSync(
-        lambda: bool(asked is not None and asked()) or getattr(choice, "stop_requested", False),
-        step,
-        [r["device"] for r in ranks],
-    )
-    trainer.should_stop = sync.agreed_stop  # the Trainer's stop check now acts on every rank's request
-    callbacks = trainer.callbacks
-    callbacks.callbacks_on_train_epoch_start.append(step.on_epoch_start)
-    callbacks.callbacks_on_train_step_start.append(step.on_step_start)
-    callbacks.callbacks_on_train_step_end.insert(0, sync)  # before the metrics record is written
-    if hasattr(trainer.dashboard_logger, "extra_step_fields"):  # rank 0's MetricsLogger
-        trainer.dashboard_logger.extra_step_fields = sync.record_fields
-    install_trace(trainer, step)  # only with $XTTS_DDP_TRACE set
+class DataParallelRanks:
+    """A multi-process run's side of the trainer (its `RankSync`, utils.training.loop.contract): built before the
+    trainer, joined at the start of `fit` once the model is on its device."""
+
+    def __init__(self, ranks: list[dict[str, Any]]) -> None:
+        self.devices = [r["device"] for r in ranks]
+        self.step: DataParallelStep | None = None
+        self.sync: StepSync | None = None
+        self.trace: Any = None
+
+    def join(self, model: Any) -> None:
+        """Wrap the model's GPT (the only trained part) in DistributedDataParallel: its constructor (a collective:
+        every rank calls this once, before its first step) copies rank 0's weights to every rank."""
+        gpt = model.xtts.gpt
+        device = next(gpt.parameters()).device
+        ddp = DistributedDataParallel(
+            gpt, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
+        )
+        self.step = DataParallelStep(model, ddp)
+        # An instance attribute: the model's own forward, state_dict keys and checkpoints stay as they are.
+        model.forward = self.step.forward
+        self.sync = StepSync(self.step, self.devices)
+        self.trace = rank_trace(model, self.step)  # only with $XTTS_DDP_TRACE set
+
+    def on_epoch_start(self) -> None:
+        # The batch sampler's epoch and a resumed epoch's start are set by the trainer's EpochPosition.
+        assert self.step is not None
+        self.step.step_in_epoch = 0
+
+    def on_step_start(self, position: int, steps_in_epoch: int, grad_accum_steps: int) -> None:
+        # coqui steps the optimizer after every grad_accum_steps-th batch of the epoch and after its last one.
+        assert self.step is not None
+        self.step.step_in_epoch = position
+        self.step.sync_gradients = position % grad_accum_steps == 0 or position == steps_in_epoch
+
+    def step_end(self, trainer: Any, batch: dict[str, Any], local_stop: bool) -> bool:
+        """The step's all_reduce (first, before the metrics record is written), then this rank's trace line; whether
+        any rank asked to stop."""
+        assert self.sync is not None
+        stop = self.sync(local_stop)
+        if self.trace is not None:  # right after the sync, so a step after which the run stops is traced too
+            self.trace(trainer, batch)
+        return stop
+
+    def record_fields(self) -> dict[str, Any]:
+        return self.sync.record_fields() if self.sync is not None else {}
 
 
 class DataParallelStep:
@@ -68,16 +86,6 @@ class DataParallelStep:
         self.step_in_epoch = 0
         self.sync_gradients = True
         self.losses: tuple[float, float] = (math.nan, math.nan)  # this rank's weighted loss terms of the last step
-
-    def on_epoch_start(self, trainer: Any) -> None:
-        # The batch sampler's epoch and a resumed epoch's start are set by FineTuneTrainer.train_epoch.
-        self.step_in_epoch = 0
-
-    def on_step_start(self, trainer: Any) -> None:
-        # coqui steps the optimizer after every grad_accum_steps-th batch of the epoch and after its last one.
-        position = self.step_in_epoch + 1
-        self.step_in_epoch = position
-        self.sync_gradients = position % trainer.grad_accum_steps == 0 or position == len(trainer.train_loader)
 
     def forward(self, text_inputs, text_lengths, audio_codes, wav_lengths, cond_mels, cond_idxs, cond_lens):
         """GPTTrainer.forward, through DDP while gradients are computed (evaluation has nothing to average)."""
@@ -108,21 +116,21 @@ class StepSync:
     """The first step-end callback on every rank: one all_reduce (a sum where each rank fills its own slots)
     of [stop requested anywhere, each rank's loss terms and memory]."""
 
-    def __init__(self, local_stop: Any, step: DataParallelStep, devices: list[str]) -> None:
-        self.local_stop = local_stop
+    def __init__(self, step: DataParallelStep, devices: list[str]) -> None:
         self.step = step
         self.devices = devices
         self.stop = False
         self.ranks: list[dict[str, Any]] = []
 
-    def __call__(self, trainer: Any) -> None:
+    def __call__(self, local_stop: bool) -> bool:
+        """This rank's stop request, loss terms and memory summed with every rank's; whether any rank asked to stop."""
         fields = (*_LOSS_FIELDS, *_MEMORY_FIELDS)
         world, me = distributed.world_size(), distributed.rank()
         memory = get_memory_stats()
         own = [float(v) for v in self.step.losses]
         own += [math.nan if memory[f] is None else memory[f] for f in _MEMORY_FIELDS]
         values = torch.zeros(1 + world * len(fields), dtype=torch.float64)
-        values[0] = 1.0 if self.local_stop is not None and self.local_stop() else 0.0
+        values[0] = 1.0 if local_stop else 0.0
         values[1 + me * len(fields) : 1 + (me + 1) * len(fields)] = torch.tensor(own, dtype=torch.float64)
         on_gpu = dist.get_backend() == "nccl"
         reduced = values.cuda() if on_gpu else values
@@ -136,9 +144,6 @@ class StepSync:
         ]
         if me != 0 and torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.reset_peak_memory_stats()  # peaks per step, as rank 0's metrics logger keeps them
-
-    def agreed_stop(self) -> bool:
-        """Whether any rank was asked to stop at this step (the same answer on every rank)."""
         return self.stop
 
     def record_fields(self) -> dict[str, Any]:

@@ -19,33 +19,24 @@ from utils.training.ranks import distributed
 TRACE_ENV = "XTTS_DDP_TRACE"
 
 
-def install_trace(trainer: Any, step: Any) -> None:
-    """Add the trace to `trainer` when $XTTS_DDP_TRACE is set (`step` is the run's DataParallelStep)."""
+def rank_trace(model: Any, step: Any) -> RankTrace | None:
+    """This rank's trace when $XTTS_DDP_TRACE is set (`step` is the run's DataParallelStep), else None."""
     folder = os.environ.get(TRACE_ENV)
-    if folder:
-        # Right after the step's sync, so a step after which the run stops is traced too.
-        trainer.callbacks.callbacks_on_train_step_end.insert(1, RankTrace(Path(folder), trainer.model, step))
+    return RankTrace(Path(folder), model, step) if folder else None
 
 
 class RankTrace:
-    """A step-end callback writing this rank's line of the trace."""
+    """Writes this rank's line of the trace after each step (called by DataParallelRanks.step_end)."""
 
     def __init__(self, folder: Path, model: Any, step: Any) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / f"rank{distributed.rank()}.jsonl"
+        self.model = model
         self.step = step
-        self.clips: list[str] = []
-        format_batch = model.format_batch
 
-        def remember_clips(batch: dict[str, Any]) -> dict[str, Any]:
-            self.clips = [Path(name).name for name in batch.get("filenames", [])]
-            return format_batch(batch)
-
-        model.format_batch = remember_clips  # an instance attribute: the class stays as it is
-
-    def __call__(self, trainer: Any) -> None:
+    def __call__(self, trainer: Any, batch: dict[str, Any]) -> None:
         digest = hashlib.sha256()
-        for _, parameter in sorted(trainer.model.xtts.gpt.named_parameters()):
+        for _, parameter in sorted(self.model.xtts.gpt.named_parameters()):
             digest.update(parameter.detach().float().cpu().numpy().tobytes())
         append_jsonl(
             self.path,
@@ -53,7 +44,7 @@ class RankTrace:
                 "rank": distributed.rank(),
                 "step": trainer.total_steps_done,
                 "epoch": trainer.epochs_done,
-                "clips": self.clips,
+                "clips": [Path(name).name for name in batch.get("filenames", [])],
                 "loss": [float(v) for v in self.step.losses],
                 "gpt_sha256": digest.hexdigest(),
             },

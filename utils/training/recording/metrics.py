@@ -53,9 +53,9 @@ class MetricsLogger(BaseDashboardLogger):
         self.total_steps = total_steps
         self.on_event = on_event
         self.tensorboard = tensorboard
-        self.trainer: Any = None
-        # A multi-process run sets it: the fields every rank contributes to a step (averaged loss, memory per rank).
-        self.extra_step_fields: Callable[[], dict[str, Any]] | None = None
+        self.trainer: Any = (
+            None  # the trainer it logs for (`log_for`): its epoch and the clips its model failed to load
+        )
         self.last_train: dict[str, Any] | None = None
         self.nonfinite_streak = 0
         self._pending: TrainRecord | None = None
@@ -64,11 +64,16 @@ class MetricsLogger(BaseDashboardLogger):
         self._run_started = time.time()
 
     # --- step timing callbacks (the trainer calls them around each step) -------------------------
-    def on_train_step_start(self, trainer: Any) -> None:
+    def log_for(self, trainer: Any) -> None:
+        """The trainer this logger records for (it calls this once it is built)."""
         self.trainer = trainer
+
+    def on_train_step_start(self, trainer: Any) -> None:
         self._step_started = time.perf_counter()
 
-    def on_train_step_end(self, trainer: Any) -> None:
+    def on_train_step_end(self, trainer: Any, extra: dict[str, Any] | None = None) -> None:
+        """The step's record, written; `extra`: what a multi-process run adds (the loss over the ranks, each rank's
+        memory)."""
         ended = time.perf_counter()
         step_time = ended - self._step_started
         loader_time = 0.0 if self._last_step_ended is None else max(0.0, self._step_started - self._last_step_ended)
@@ -81,7 +86,7 @@ class MetricsLogger(BaseDashboardLogger):
             step_time=round(step_time, 4),
             loader_time=round(loader_time, 4),
             samples_per_sec=round(self.batch_size / step_time, 3) if step_time > 0 else None,
-            **(self.extra_step_fields() if self.extra_step_fields is not None else {}),
+            **(extra or {}),
         )
         self.last_train = self._emit(pending)
 
@@ -137,11 +142,11 @@ class MetricsLogger(BaseDashboardLogger):
 
     def clips_failed(self) -> int:
         """Clips the data loader could not load so far (the model collects them from every batch)."""
-        model = self.trainer._get_model() if hasattr(self.trainer, "_get_model") else None
-        return len(getattr(model, "clip_failures", ()))
+        model = self.trainer.model if self.trainer is not None else None
+        return len(model.clip_failures) if model is not None else 0
 
     def _epoch(self) -> int:
-        return int(getattr(self.trainer, "epochs_done", 0)) + 1
+        return (self.trainer.epochs_done if self.trainer is not None else 0) + 1
 
     def _emit(self, typed: LoggedRecord) -> dict[str, Any]:
         """Stamp the record (time, memory), append it to the file, pass it on; returns it as written."""

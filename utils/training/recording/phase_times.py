@@ -130,9 +130,3 @@ class PhaseTimes:
         with self._lock:
             background = {name: round(s, 3) for name, s in self.background.items()}
         return {"wall_s": round(wall, 3), "phases": phases, "background": background}
-
-
-def phase(owner: Any, name: str) -> contextlib.AbstractContextManager[None]:
-    """`owner.phase_times.phase(name)`, or nothing when `owner` keeps no PhaseTimes (a trainer built elsewhere)."""
-    times = getattr(owner, "phase_times", None)
-    return times.phase(name) if times is not None else contextlib.nullcontext()
