@@ -99,7 +99,7 @@ def build_setup(opts: argparse.Namespace, work: Path, durations: list[float]) ->
     from bench_row import Row
     from bench_row import build_setup as product_setup
 
-    from utils.training.evaluation.step_measure import build_model_folder
+    from utils.memory_check.step_measure import build_model_folder
 
     size = f"gpt-{opts.layers}x{opts.width}x{opts.heads}"
     build_model_folder(opts.model_dir / size, opts.layers, opts.width, opts.heads, opts.model_dir)

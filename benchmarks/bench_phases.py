@@ -1,6 +1,6 @@
 """The planner's phases against the CPU allocator: a real model in train_gpt's setup (a locally built GPT of the
 given size, random weights), the eval-loss pass and the scored evaluation's generation and conditioning measured
-(utils/training/evaluation/phase_measure.py), beside the planner's figures for the same shapes.
+(utils/memory_check/phase_measure.py), beside the planner's figures for the same shapes.
 
     python benchmarks/bench_phases.py --layers 8 --width 512 --heads 8 --rows 1 3 10 --cap 300 --clip-seconds 8
 """
@@ -29,12 +29,12 @@ def main() -> None:
     parser.add_argument("--models-dir", type=Path, default=Path(tempfile.gettempdir()) / "xtts-bench-phase-models")
     args = parser.parse_args()
 
+    from utils.memory_check.phase_measure import measure_phases
+    from utils.memory_check.step_measure import build_model_folder, cpu_step_settings
     from utils.memory_plan import run_phases as rp
     from utils.memory_plan import tracker as t
     from utils.memory_plan.trace import trace_step
     from utils.model.base_models import ensure_base_model
-    from utils.training.evaluation.phase_measure import measure_phases
-    from utils.training.evaluation.step_measure import build_model_folder, cpu_step_settings
 
     ensure_base_model("tiny")
     name = f"phases-{args.layers}x{args.width}"

@@ -261,7 +261,7 @@ def count_flops(step: Callable[[dict[str, Any]], Any], batch: dict[str, Any]) ->
 
 def measure(row: Row, opts: argparse.Namespace, setup: Any, batch_size: int | None = None) -> dict[str, Any]:
     """Warm up, time, and take the peak of one row's built setup (at `batch_size` clips, default opts.batch)."""
-    from utils.training.evaluation.step_measure import measure_cpu_step, model_and_optimizer_tensors, resident_bytes
+    from utils.memory_check.step_measure import measure_cpu_step, model_and_optimizer_tensors, resident_bytes
 
     trainer, model = setup.trainer, setup.trainer.model
     cuda = trainer.use_cuda

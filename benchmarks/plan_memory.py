@@ -96,8 +96,8 @@ def table(rows: list[dict]) -> str:
 
 def cpu_check() -> str:
     """Planner vs the CPU allocator's peak of real CPU steps (tiny model and a locally built mid-size one)."""
+    from utils.memory_check.step_measure import build_model_folder, cpu_step_settings, real_cpu_step
     from utils.memory_plan.trace import trace_step
-    from utils.training.evaluation.step_measure import build_model_folder, cpu_step_settings, real_cpu_step
 
     lines = [
         (

@@ -4,17 +4,18 @@
 
 What Start does is traced call by call (Python's profiler hook, this repository's files only): the runner's
 preparation of the run folder (`TrainingRunner._prepare_folder`, what Start does before it launches the worker),
-then the worker's `run_main` on that folder, in this process, until torch's optimizer first steps; each function
-counts where it is first called (a reader reads each function once). Printed: the files visited, how often the
-path changes package (a package: a folder of the repository, training's rooms apart, such as
-utils/training/loop), and how many of those changes are between training's own rooms. docs/architecture.md keeps
-the figures before and after the loop's redesign. The tiny base model and a synthetic dataset are built in a
-temporary folder (seconds); nothing of the user's is read or written.
+then the worker's `run_main` on that folder, in this process, until torch's optimizer first steps. Each function
+counts where it is first called (a reader reads each function once); the lines a module or a class body runs at
+import are not calls. Printed: the files visited, how often the path changes package (a package: a folder of the
+repository, training's rooms apart, such as utils/training/loop), and how many of those changes are between
+training's own rooms. docs/architecture.md keeps the figures before and after the loop's redesign. The tiny base
+model and a synthetic dataset are built in a temporary folder (seconds); nothing of the user's is read or written.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 import os
 import struct
@@ -75,9 +76,12 @@ class PathRecorder:
             self.done = True  # the optimizer's step (torch wraps every optimizer's step in `wrapper`)
             sys.setprofile(None)
             return
-        if not name.startswith(str(ROOT)) or "/.venv/" in name or frame.f_code in self.seen:
+        code = frame.f_code
+        if not name.startswith(str(ROOT)) or "/.venv/" in name or code in self.seen:
             return
-        self.seen.add(frame.f_code)
+        if not code.co_flags & inspect.CO_OPTIMIZED:
+            return  # a module's or a class's own lines, run at import: not on the path a reader follows
+        self.seen.add(code)
         if not self.files or self.files[-1] != name:
             self.files.append(name)
 

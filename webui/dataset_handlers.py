@@ -16,10 +16,11 @@ from utils.data.check_cache import cache_folder
 from utils.data.csv_reader import AUDIO_EXTENSIONS
 from utils.data.prepare import prepare_dataset, preview_rows
 from utils.data.row_checks import outside_roots
+from utils.data.text_checks import text_check_options
 from utils.data.validation import DatasetReport, check_options, validate_dataset
+from utils.model.base_models import run_vocab_file
 from utils.text.languages import canonical_language, whisper_language
 from utils.training.evaluation.voices import dataset_voices
-from utils.training.inputs.text_checks import text_check_options
 from webui import form, quality_view
 from webui.context import UIContext
 from webui.shown import page_error, shown, shown_cells
@@ -158,7 +159,9 @@ def _check_options(version: str, language: str, use_g2p: bool) -> dict[str, Any]
     """The text checks the Fine-tune tab's run will apply (front end, vocab), for the same verdict."""
     try:
         return text_check_options(
-            version or "tiny", language, form.checked_flag("use_g2p", False if use_g2p is None else use_g2p)
+            language,
+            form.checked_flag("use_g2p", False if use_g2p is None else use_g2p),
+            vocab=run_vocab_file(version or "tiny"),
         )
     except ValueError as exc:
         raise page_error(exc) from exc

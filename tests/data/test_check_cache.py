@@ -114,8 +114,9 @@ def test_a_run_reuses_the_check_of_its_dataset(tmp_path, tiny_base):
     """train_gpt's start and resume validate with the run's options and the output folder's cache: a check with
     the same options (the page's, a previous start) serves it."""
     from utils.data.check_cache import cache_folder
+    from utils.data.text_checks import text_check_options
+    from utils.model.base_models import run_vocab_file
     from utils.options.arguments import TrainArguments
-    from utils.training.inputs.text_checks import text_check_options
     from utils.training.run import TrainingRun
 
     source = write_dataset(tmp_path / "voice", n=8)
@@ -125,5 +126,7 @@ def test_a_run_reuses_the_check_of_its_dataset(tmp_path, tiny_base):
     assert not first.check.cache_hit and first.check.decoded == 8
     _, second = TrainingRun(args).check_inputs()
     assert second.check.cache_hit and second.fingerprint() == first.fingerprint()
-    page = validate_dataset(source, cache_dir=cache_folder(output), **text_check_options("tiny", "en"))
+    page = validate_dataset(
+        source, cache_dir=cache_folder(output), **text_check_options("en", vocab=run_vocab_file("tiny"))
+    )
     assert page.check.cache_hit, "the page's Check of the same dataset is the run's"

@@ -10,7 +10,8 @@ import pytest
 
 from tests.helpers import write_dataset
 from utils.data.prepare import TRAIN_FILE, prepare_dataset
-from utils.training.inputs.text_checks import text_check_options
+from utils.data.text_checks import text_check_options
+from utils.model.base_models import run_vocab_file
 
 RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -22,7 +23,7 @@ def source(tmp_path):
 
 @pytest.mark.parametrize("vocab", [False, True], ids=["no vocab", "the run's vocab"])
 def test_a_correction_with_control_characters_is_refused_with_them_escaped(source, tmp_path, vocab):
-    options = text_check_options("tiny", "en") if vocab else {}
+    options = text_check_options("en", vocab=run_vocab_file("tiny")) if vocab else {}
     with pytest.raises(ValueError) as refused:
         prepare_dataset(
             source, tmp_path / "out", corrections={"wavs/clip_001.wav": "a\x00b\x07c\x1b[31m red"}, **options

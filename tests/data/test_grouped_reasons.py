@@ -13,8 +13,9 @@ import soundfile as sf
 from tests.helpers import SAMPLE_RATE, synth_speech, write_dataset
 from utils.data.csv_reader import Problem
 from utils.data.reasons import MAX_GROUPS, OTHER, ReasonCounts
+from utils.data.text_checks import text_check_options
 from utils.data.validation import validate_dataset
-from utils.training.inputs.text_checks import text_check_options
+from utils.model.base_models import run_vocab_file
 
 
 def test_the_summary_counts_each_kind_of_reason_with_its_numbers_and_words(tmp_path):
@@ -37,7 +38,7 @@ def test_the_summary_counts_each_kind_of_reason_with_its_numbers_and_words(tmp_p
     with csv.open("a", encoding="utf-8") as handle:
         handle.write("\n".join(rows) + "\n")
 
-    report = validate_dataset(csv, **text_check_options("tiny", "en"))
+    report = validate_dataset(csv, **text_check_options("en", vocab=run_vocab_file("tiny")))
     gone = str((wavs / "gone_1.wav").resolve())
     assert report.drop_counts == {
         "Audio not found at " + gone + " and others": 3,

@@ -25,7 +25,7 @@ print("FIT", type(fit).__name__, digest, *[sum(fit.at(b)[1].values()) for b in (
 
 @pytest.fixture(scope="module")
 def mid_dir(tmp_path_factory, tiny_base):
-    from utils.training.evaluation.step_measure import build_model_folder
+    from utils.memory_check.step_measure import build_model_folder
 
     folder = tmp_path_factory.mktemp("models")
     build_model_folder(folder / "mid", layers=6, width=384, heads=6)

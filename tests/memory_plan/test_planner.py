@@ -47,7 +47,7 @@ def _within(predicted: float, measured: float, tolerance: float) -> bool:
 @pytest.fixture(scope="module")
 def mid_models(tmp_path_factory, tiny_base):
     """A mid-size XTTS (6 layers x 384 channels, 6 heads) built locally from the tiny one."""
-    from utils.training.evaluation.step_measure import build_model_folder
+    from utils.memory_check.step_measure import build_model_folder
 
     folder = tmp_path_factory.mktemp("models")
     build_model_folder(folder / "mid", layers=6, width=384, heads=6)
@@ -64,7 +64,7 @@ def test_planner_matches_the_cpu_allocator_on_a_real_training_step(
 ):
     """The product's real CPU step (train_gpt's setup, coqui's Trainer.train_step) measured by the CPU
     allocator's own accounting, against the planner's trace of the same step with fake tensors."""
-    from utils.training.evaluation.step_measure import cpu_step_settings, real_cpu_step
+    from utils.memory_check.step_measure import cpu_step_settings, real_cpu_step
 
     models_dir = mid_models if version == "mid" else None
     measured, shapes = real_cpu_step(
@@ -85,7 +85,7 @@ def test_planner_matches_the_cpu_allocator_on_a_real_training_step(
 @pytest.mark.parametrize("optimizer, lora_rank", [("adamw_8bit", 0), ("adamw", 8)])
 def test_planner_matches_the_cpu_allocator_with_8bit_adamw_and_lora(optimizer, lora_rank, mid_models, tmp_path):
     """bitsandbytes' AdamW8bit and PEFT's LoRA on a real CPU step of the mid-size model, within 10%."""
-    from utils.training.evaluation.step_measure import cpu_step_settings, real_cpu_step
+    from utils.memory_check.step_measure import cpu_step_settings, real_cpu_step
 
     measured, shapes = real_cpu_step(
         "mid",

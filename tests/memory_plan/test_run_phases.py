@@ -18,8 +18,8 @@ def _within(predicted: float, measured: float, tolerance: float) -> bool:
 def measured(tmp_path_factory, tiny_base):
     """A mid-size model (6 layers x 384) in train_gpt's real setup: one eval-loss batch of 4, the reference's
     conditioning latents, and 3 then 10 texts generated as one batch, each measured by the CPU allocator."""
-    from utils.training.evaluation.phase_measure import measure_phases
-    from utils.training.evaluation.step_measure import build_model_folder
+    from utils.memory_check.phase_measure import measure_phases
+    from utils.memory_check.step_measure import build_model_folder
 
     models = tmp_path_factory.mktemp("models")
     build_model_folder(models / "mid", layers=6, width=384, heads=6)
@@ -33,8 +33,8 @@ def measured(tmp_path_factory, tiny_base):
 def test_each_phase_matches_the_cpu_allocator(measured):
     """The eval-loss pass (traced after the step) and the scored evaluation's generation and conditioning, planned
     for the same shapes, against the real run's allocations beyond what is resident."""
+    from utils.memory_check.step_measure import cpu_step_settings
     from utils.memory_plan.trace import trace_step
-    from utils.training.evaluation.step_measure import cpu_step_settings
 
     models, phases = measured
     settings = cpu_step_settings("mid", phases.shapes, True, True, models)

@@ -160,11 +160,12 @@ def test_the_check_validates_as_validate_prepare_and_start_do_and_shares_their_c
     """ "Trust after the run": the check validated without the run's text front end and vocab, so a row Start
     rejects (a character the model's vocabulary lacks) was checked as usable, under a cache entry of its own."""
     from utils.data.check_cache import cache_folder
+    from utils.data.text_checks import text_check_options
     from utils.data.validation import validate_dataset
-    from utils.training.inputs.text_checks import text_check_options
+    from utils.model.base_models import run_vocab_file
 
     csv = write_dataset(tmp_path / "voice", n=8, texts=["plain english words", "english 漢字 mixed"])
-    options = text_check_options("tiny", "en")
+    options = text_check_options("en", vocab=run_vocab_file("tiny"))
     cache = cache_folder(tmp_path / "output")
     page = validate_dataset(csv, cache_dir=cache, **options)  # the page's Validate (and Prepare, and Start)
     assert page.rows_usable == 4 and page.drop_counts == {

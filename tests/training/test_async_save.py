@@ -28,6 +28,9 @@ def small_trainer() -> SimpleNamespace:
         model=model,
         optimizer=optimizer,
         scheduler=None,
+        scaler=None,
+        use_amp_scaler=False,
+        random_state=lambda: None,  # the generators' state: FineTuneTrainer's (tested with exact resume)
         config=SimpleNamespace(to_dict=lambda: {"epochs": 1}),
         epochs_done=0,
     )

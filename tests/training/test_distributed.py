@@ -26,7 +26,7 @@ from utils.device.selection import parse_devices
 from utils.files import read_jsonl
 from utils.gpt_train import train_gpt
 from utils.options.arguments import TrainArguments
-from utils.training.ranks.rank_trace import TRACE_ENV
+from utils.training.ranks.data_parallel import TRACE_ENV
 from utils.training.recording.run_record import read_run
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,6 @@
 """Steps per epoch have one formula (utils.training.inputs.batching.steps_per_epoch): the sampler's length, the run's
-count (ddp_data.steps_per_epoch), the learning-rate milestones and the page's effective-batch line agree with it."""
+count (batching.rank_steps_per_epoch), the learning-rate milestones and the page's effective-batch line agree
+with it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 import pytest
 
 from utils.options.arguments import TrainArguments
-from utils.training.inputs import ddp_data
+from utils.training.inputs import batching
 from utils.training.inputs.batching import LengthGroupedBatchSampler, optimizer_steps_per_epoch, steps_per_epoch
 from utils.training.loop.setup import lr_milestones
 from webui.plan_view import batch_markdown
@@ -23,7 +24,7 @@ def test_every_count_of_steps_is_the_one_formula(rows, batch, ranks):
         sampler = LengthGroupedBatchSampler([1.0 + i for i in range(rows)], batch, 1, rank=rank, world_size=ranks)
         assert len(sampler) == steps == len(sampler.epoch_batches()), "the sampler yields what it counts"
     if ranks == 1:
-        assert ddp_data.steps_per_epoch(rows, batch) == steps, "a plain run is one rank"
+        assert batching.rank_steps_per_epoch(rows, batch) == steps, "a plain run is one rank"
     devices = ",".join(str(i) for i in range(ranks)) if ranks > 1 else None
     line = batch_markdown(rows, batch, 2, 3, devices)
     shown = re.search(r"→ (\d+) steps? and (\d+) optimizer steps? per epoch", line)

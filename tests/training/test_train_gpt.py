@@ -242,7 +242,7 @@ def test_ctrl_c_saves_a_checkpoint_and_returns_instead_of_killing_the_process(tm
 
 def test_out_of_memory_advice_names_what_to_change():
     from utils.options.arguments import TrainArguments
-    from utils.training.loop.advice import out_of_memory_advice
+    from utils.training.loop.oom import out_of_memory_advice
 
     advice = out_of_memory_advice(TrainArguments(batch_size=8, grad_acumm=2, enable_grad_checkpoint=False))
     assert "enable_grad_checkpoint=True" in advice and "batch_size=4 with grad_acumm=4" in advice

@@ -17,7 +17,7 @@ from utils.data.report import CheckStats, DatasetReport
 from utils.data.validation import validate_dataset
 
 SAME_CLIP = "Same audio file as a row of an earlier dataset: used once"  # the kind the summary counts
-# Keywords of validate_dataset that depend on the dataset's language (utils.training.inputs.text_checks).
+# Keywords of validate_dataset that depend on the dataset's language (utils.data.text_checks).
 OptionsFor = Callable[[str], dict[str, Any]]
 
 

@@ -274,7 +274,7 @@ def prepare_dataset(
     to use instead of the CSV's text. Both apply to the prepared copy only and are listed in its summary.
     `even_loudness`, `loudness_target`, `denoise`, `workers`: how each clip is processed, declared in
     utils.data.prepare_options.PrepareOptions. `should_stop`: asked between clips (utils.data.pool.PoolStopped).
-    `validation` goes to validate_dataset (e.g. training.text_checks.text_check_options(...) for a run's text
+    `validation` goes to validate_dataset (e.g. utils.data.text_checks.text_check_options(...) for a run's text
     checks, `cache_dir` for the check cache: by default the folder's own .index)."""
     lang = check_options(language, max_audio_length, validation.get("audio_check", "auto"))
     options = PrepareOptions(even_loudness, loudness_target, denoise, workers)

@@ -11,7 +11,7 @@ the batch fit), `memory_model` (the shipped fits, memory_model.json; `regenerate
 `planner` (public functions), `fit_gpu` (the fastest configuration that fits a card),
 `eight_bit` (bitsandbytes' 8-bit AdamW state), `probe` (confirming on a GPU), `child` (planning in a separate
 process, as the web app does). The CPU allocator's peak of a real step, to check the planner against, is measured
-by utils.training.evaluation.step_measure (it runs the training layer's step; the planner stays below training).
+by utils.memory_check.step_measure (it runs the training layer's step; the planner stays below training).
 """
 
 from utils.memory_plan.fit_gpu import GpuFit, fit_my_gpu

@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 import torch
 
 from utils.constants import MODEL_FILES, PROJECT_ROOT
-from utils.model.tiny import _random_speakers, _save_random_xtts, ensure_tiny_model
+from utils.model.tiny import _random_speakers, _save_random_xtts, ensure_tiny_model, tiny_vocab
 
 TINY = "tiny"
 HF_REPO = "coqui/XTTS-v2"
@@ -119,6 +119,21 @@ def check_version_name(version: str, models_dir: str | os.PathLike | None = None
 # Entries a folder of base models may hold beside its model folders (./models ships a README).
 _MODELS_FOLDER_FILES = ("README.md", "README.txt", "README")
 WHISPER_FOLDER = "whisper"  # models/whisper/<name>/ (utils.quality.asr)
+
+
+def run_vocab_file(version: str, custom_model: str = "", models_dir: str | os.PathLike | None = None) -> Path | None:
+    """The vocab a run with these settings tokenizes with, when it is on disk: a custom model's, else the base
+    model's (the tiny model's vocab is built alone, without the model). Raises ValueError for an unknown version."""
+    check_version_name(version, models_dir)
+    custom_vocab = Path(custom_model).expanduser().parent / "vocab.json" if custom_model else None
+    if custom_vocab is not None and custom_vocab.is_file():
+        return custom_vocab
+    vocab = (
+        tiny_vocab(models_root(models_dir) / TINY)
+        if version == TINY
+        else models_root(models_dir) / version / "vocab.json"
+    )
+    return vocab if vocab is not None and vocab.is_file() else None
 
 
 def _is_model_folder(entry: Path) -> bool:

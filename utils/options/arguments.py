@@ -34,6 +34,9 @@ OPTIMIZERS = ("adamw", "adamw_8bit")  # utils.options.optimizations builds them
 
 @dataclass(frozen=True)
 class TrainArguments:
+    """Every option of a run, declared once (default, help, group, bounds), read alike by the API, the CLI, the
+    page's form, the planner and the run. Long on purpose: one field per option, each with its help."""
+
     # The first fourteen, in this order, are train_gpt's positional parameters.
     custom_model: str = option(
         "",

@@ -245,7 +245,7 @@ def check_dataset(
     `audio_roots`: folders the audio must lie in (the web app's confinement), as `validate_dataset` takes it;
     `cache_dir`: validate_dataset's check cache (an unchanged dataset is not validated again);
     `text_frontend`, `vocab_path`: how the run will see the text, as Validate, Prepare and train_gpt check it
-    (utils.training.inputs.text_checks.text_check_options): with them the check's verdict (which rows are usable)
+    (utils.data.text_checks.text_check_options): with them the check's verdict (which rows are usable)
     is the run's, and it shares their cache entry. The validation is `DatasetCheck.report`."""
     from utils.data.validation import validate_dataset
 

@@ -207,7 +207,8 @@ def _fingerprint(args: TrainArguments, audio_roots: Sequence[str] | None) -> tup
 
 
 class Sweep:
-    """One process's part in a study (see the module docstring)."""
+    """One process's part in a study (see the module docstring). About 270 lines: a trial's start, its pruning and
+    a killed study's adoption share the study's storage and state."""
 
     def __init__(
         self,

@@ -5,7 +5,6 @@ it reads."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from utils.training.evaluation.reference_choice import reference_at_run_end
 from utils.training.evaluation.verdict import run_verdict
 from utils.training.loop.lora import LoraSettings, export_adapter
 from utils.training.loop.setup import TrainingSetup
+from utils.training.recording.checkpoint_files import BEST_MODEL_FILE, checkpoint_step
 from utils.training.recording.outcome import RunOutput
 from utils.training.recording.phase_times import EXPORT, INFERENCE_SEARCH, REFERENCE_CHOICE, PhaseTimes
 from utils.training.recording.run_record import RunStatus, now_iso, update_run
@@ -50,7 +50,7 @@ class RunEnding:
         assert self.run_dir is not None and self.setup is not None
         trainer = self.setup.trainer
         status = trainer.outcome or RunStatus.FAILED
-        best = self.run_dir / "best_model.pth"
+        best = self.run_dir / BEST_MODEL_FILE
         checkpoint = best if best.is_file() else newest_checkpoint(self.run_dir)
         if checkpoint is None:
             why = f" ({trainer.stop_reason})" if trainer.stop_reason else ""  # the run's own reason: out of memory
@@ -184,7 +184,6 @@ class RunEnding:
     def _chosen(self, checkpoint: Path) -> dict[str, Any]:
         """What ready/finetune.json says about the checkpoint it holds: its step and, for the best model, why."""
         best = self.choice.best if self.choice is not None else None
-        if checkpoint.name == "best_model.pth" and best:
+        if checkpoint.name == BEST_MODEL_FILE and best:
             return {"checkpoint_step": best["step"], "best": best}
-        match = re.fullmatch(r"checkpoint_(\d+)\.pth", checkpoint.name)
-        return {"checkpoint_step": int(match.group(1)) if match else None}
+        return {"checkpoint_step": checkpoint_step(checkpoint)}

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from utils.model.ready import READY_DIR
 from utils.training.controls import torch_settings_restored
-from utils.training.inputs import ddp_data
+from utils.training.inputs import batching
 from utils.training.loop.setup import build_training_setup, trainer_parts
 from utils.training.ranks import distributed
 from utils.training.ranks.data_parallel import DataParallelRanks
@@ -47,7 +47,7 @@ def train_beside_rank_zero(
 ) -> RunOutput:
     """Train as a rank > 0 of a run (after `describe_ranks`); returns where rank 0 writes the voice."""
     run_dir = distributed.share_run_dir(None)
-    steps = ddp_data.steps_per_epoch(report.epoch_rows, args.batch_size)
+    steps = batching.rank_steps_per_epoch(report.epoch_rows, args.batch_size)
     metrics = SilentMetrics(
         run_dir / METRICS_FILE,
         batch_size=args.batch_size,

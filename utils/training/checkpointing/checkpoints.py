@@ -27,7 +27,7 @@ import torch
 
 from utils.files import is_disk_full, save_torch_atomic
 from utils.training.checkpointing.async_save import BackgroundWriter, cpu_copy
-from utils.training.recording.checkpoint_files import BEST_MODEL_FILE, checkpoint_path, checkpoints
+from utils.training.recording.checkpoint_files import BEST_MODEL_FILE, checkpoint_path, checkpoints, write_temporaries
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def set_aside_newer(run_dir: Path, steps_done: int) -> Path | None:
 def remove_stale_temporaries(run_dir: Path) -> list[Path]:
     """Delete the temporary files of checkpoint writes that a killed process left (kill -9 mid-write: the
     rename never happened, the finished checkpoints are intact). Only for a run no process is writing."""
-    stale = [*run_dir.glob(".checkpoint_*.pth.*.tmp"), *run_dir.glob(f".{BEST_MODEL_FILE}.*.tmp")]
+    stale = write_temporaries(run_dir)
     for path in stale:
         path.unlink(missing_ok=True)
     return stale

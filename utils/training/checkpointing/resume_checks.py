@@ -10,20 +10,19 @@ another folder still resumes.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from utils.options.arguments import TrainArguments
 from utils.training.checkpointing.checkpoints import newest_checkpoint
 from utils.training.checkpointing.finish_export import export_pending
+from utils.training.recording.checkpoint_files import checkpoint_step
 
 
 def checkpoint_steps(resume_point: Path) -> int | None:
     """The steps done at the checkpoint a resume continues from (None when its name does not say)."""
     checkpoint = resume_point if resume_point.is_file() else newest_checkpoint(resume_point)
-    match = re.fullmatch(r"checkpoint_(\d+)\.pth", checkpoint.name) if checkpoint else None
-    return int(match.group(1)) if match else None
+    return checkpoint_step(checkpoint) if checkpoint else None
 
 
 def resume_differences(

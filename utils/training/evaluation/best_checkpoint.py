@@ -65,7 +65,9 @@ def _shown_apart(value: float, other: float) -> tuple[str, str]:
 
 
 class CheckpointChoice:
-    """The run's best-checkpoint rule and early stopping (see the module docstring)."""
+    """The run's best-checkpoint rule and early stopping (see the module docstring): the trainer's `Scoring`
+    (utils.training.loop.contract). About 260 lines: the decision, the scoring on and off the training thread and
+    early stopping share the run's best and its budget."""
 
     def __init__(
         self,
@@ -218,7 +220,6 @@ class CheckpointChoice:
             saved = trainer.checkpoints.save_best(trainer, candidate.step, losses, on_done=record_best)
         if saved is None:
             return False
-        trainer.best_loss = losses
         self.best = candidate.to_json()
         return True
 

@@ -20,7 +20,9 @@ from typing import Any
 
 from utils.data.check_cache import cache_folder
 from utils.data.mix_check import validate_datasets
+from utils.data.text_checks import text_check_options
 from utils.files import read_json
+from utils.model.base_models import run_vocab_file
 from utils.options.arguments import TrainArguments, argument_defaults, option_of
 from utils.options.option import checked_value
 from utils.quality.reference_candidates import DURATION_TIERS, clean_clips, reference_pool
@@ -29,7 +31,6 @@ from utils.text.visible import clipped, visible
 from utils.training.evaluation.probe_eval import probe_rows, speaking_pace
 from utils.training.evaluation.quality_eval import QualityEvaluator, pick_eval_sentences
 from utils.training.evaluation.reference_choice import RANKING, Progress, choose_voice_reference
-from utils.training.inputs.text_checks import text_check_options
 from utils.training.recording.run_record import RunStatus, read_run
 from utils.training.recording.spec import SPEC_FILE, RunSpec
 
@@ -68,11 +69,11 @@ def run_report(run_dir: Path, args: TrainArguments, spec: Any, frontend: Any) ->
     end as ready/finetune.json holds it, lexicon included: the run's check cache serves it)."""
     language = canonical_language(args.language)
 
+    vocab = run_vocab_file(args.version, args.custom_model, args.models_dir or None)
+
     def options_for(code: str) -> dict[str, Any]:
         own = code == language
-        options = text_check_options(
-            args.version, code, args.use_amharic_g2p and own, args.custom_model, args.models_dir or None
-        )
+        options = text_check_options(code, args.use_amharic_g2p and own, vocab=vocab)
         return {**options, "text_frontend": frontend if own else frontend.for_language(code)}
 
     try:

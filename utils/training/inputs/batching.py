@@ -13,17 +13,28 @@ benchmarks/bench_length_grouping.py). Off, it yields plain shuffled batches.
   utils.data.mix): the epoch's rows are drawn first (whole copies, then a fresh random part), then batched alike.
 - The order is a function of (seed, epoch) only: a resumed run computes the same epoch and, with
   `skip_batches`, starts after the batches the interrupted session trained. `len()` stays the full epoch's.
+
+The loader (`train_loader`) of every run: each rank its own share of the rows, every row once per epoch (several
+datasets: as their weights draw them, utils.data.mix).
+
+coqui's `XTTSDataset` ignores the index it is asked for when training (a random row, drawn with replacement
+from Python's global RNG, which coqui seeds alike on every rank). `TrainingClipsDataset` returns the row it is
+asked for, and `LengthGroupedBatchSampler` decides the epoch: every row once, in length-grouped batches
+(or plain shuffled ones), dealt to the ranks so that each takes the same number of steps.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, Sampler
 
 from utils.data.mix import epoch_draw
+from utils.training.inputs.dataset import TrainingClipsDataset
+from utils.training.ranks import distributed
 
 # Rows sorted together: this many batches' worth (Hugging Face's LengthGroupedSampler uses 50). Large
 # enough that a batch finds similar neighbours, small enough that the epoch's order stays random.
@@ -113,3 +124,31 @@ def padding_share(batches: Sequence[Sequence[int]], lengths: Sequence[float]) ->
     padded = sum(max(lengths[i] for i in batch) * len(batch) for batch in batches)
     real = sum(lengths[i] for batch in batches for i in batch)
     return 1.0 - real / padded if padded else 0.0
+
+
+def rank_steps_per_epoch(rows: int, batch_size: int) -> int:
+    """Steps of one epoch on each rank of this run (steps_per_epoch for its world size)."""
+    return steps_per_epoch(rows, batch_size, distributed.world_size())
+
+
+def train_loader(model: Any, config: Any, samples: list[dict[str, Any]], group_by_length: bool = True) -> DataLoader:
+    """This rank's training loader; the trainer sets the sampler's epoch (and a resumed epoch's start)."""
+    dataset = TrainingClipsDataset(model.config, samples, model.xtts.tokenizer, config.audio.sample_rate, False)
+    sampler = LengthGroupedBatchSampler(
+        dataset.row_lengths(),
+        config.batch_size,
+        config.training_seed,
+        group_by_length=group_by_length,
+        rank=distributed.rank(),
+        world_size=distributed.world_size(),
+        draws=dataset.draw_groups(),
+    )
+    workers = config.num_loader_workers
+    return DataLoader(
+        dataset,
+        batch_sampler=sampler,
+        collate_fn=dataset.collate_fn,
+        num_workers=workers,
+        pin_memory=torch.cuda.is_available(),
+        persistent_workers=workers > 0,
+    )

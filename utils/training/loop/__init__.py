@@ -1,4 +1,4 @@
 """The training loop and its model: coqui's Trainer and GPTTrainer adapted (trainer, gpt_model), the run built in
-its folder (setup), LoRA, out-of-memory recovery (oom, micro_steps) and its advice, batch_size="auto".
+its folder (setup), LoRA, out-of-memory recovery and its advice (oom, micro_steps), batch_size="auto".
 
 May import: utils.training.inputs, checkpointing, recording, ranks (never evaluation, the recipe or process)."""

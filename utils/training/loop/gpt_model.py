@@ -10,8 +10,8 @@ import torch
 from trainer.utils.distributed import is_dist_avail_and_initialized
 
 from utils.model.gpt_trainer import FROZEN_PREFIXES, XttsGPTTrainer
+from utils.training.inputs.batching import train_loader
 from utils.training.inputs.dataset import FAILURES_KEY, FineTuneXTTSDataset
-from utils.training.inputs.ddp_data import train_loader
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ class FineTuneGPTTrainer(XttsGPTTrainer):
     ) -> torch.utils.data.DataLoader:
         """coqui's loader, with the dataset that reports clips it cannot load, and the loader options wired:
         workers, pinned memory when a GPU takes the batches, workers kept alive across epochs. Training visits
-        every row once per epoch, in length-grouped batches unless `group_by_length` is off (ddp_data)."""
+        every row once per epoch, in length-grouped batches unless `group_by_length` is off (batching)."""
         if not is_eval:
             return train_loader(self, config, samples, self.group_by_length)
         dataset = FineTuneXTTSDataset(self.config, samples, self.xtts.tokenizer, config.audio.sample_rate, is_eval)

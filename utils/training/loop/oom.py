@@ -22,7 +22,7 @@ message) say what changed; a resume of the run continues at the micro-batch it r
 Several devices (DistributedDataParallel): an error on one rank strikes in the middle of a step whose gradient
 exchange the other ranks already wait in; a retry on one rank alone would pair its exchanges with the wrong step
 on the others. So a multi-process run does not recover: the error ends the run as before, with a checkpoint and
-the advice (utils.training.loop.advice), and it is resumed with a smaller batch_size.
+the advice (`out_of_memory_advice` below), and it is resumed with a smaller batch_size.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from utils.options.arguments import TrainArguments
 from utils.training.inputs.dataset import FAILURES_KEY
 
 # Per-clip fields of a collated batch padded to the batch's longest clip and text: trimmed to a piece's own.
@@ -223,4 +224,42 @@ def what_would_fit(arguments: dict[str, Any], trained: bool = True) -> str:
         f"Fit my GPU for {fit.free_gib:.2f} GiB ({source}): {fit.name}, {shown} (planned peak "
         f"{fit.peak_gib:.2f} GiB). Start a new run with these settings"
         + ("; custom_model= the stopped run's ready/model.pth keeps what it learnt." if trained else ".")
+    )
+
+
+def out_of_memory_advice(args: TrainArguments) -> str:
+    """Turn a CUDA OOM into what to change, most effective first."""
+    steps = []
+    if not args.enable_grad_checkpoint:
+        steps.append("turn on gradient checkpointing (enable_grad_checkpoint=True)")
+    if args.precision == "fp32":
+        steps.append("turn on mixed precision (precision='auto')")
+    if args.batch_size > 1:
+        smaller = max(1, args.batch_size // 2)
+        steps.append(
+            f"use batch_size={smaller} with grad_acumm={args.grad_acumm * args.batch_size // smaller} "
+            "(same effective batch)"
+        )
+    if args.max_audio_length > 220500:
+        steps.append("lower max_audio_length (e.g. 220500 = 10 s): memory grows with the longest clip")
+    steps.append("close other programs using the GPU (nvidia-smi lists them)")
+    return "Out of GPU memory. Try, in this order: " + "; ".join(steps) + "."
+
+
+def planner_suggestion(args: TrainArguments) -> str:
+    """The memory planner's answer to an out-of-memory error: the largest batch that fits the GPU's free memory."""
+    try:
+        from utils.memory_plan.planner import GIB, detected_free_bytes, largest_batch_that_fits
+
+        free = detected_free_bytes()
+        if free is None:
+            return ""
+        keywords = {k: v for k, v in args.to_dict().items() if k != "batch_size"}
+        batch = largest_batch_that_fits(free, **keywords)
+    except Exception as exc:  # noqa: BLE001 - advice must never hide the error it explains
+        return f" (The memory planner could not be asked: {exc}.)"
+    if batch == 0:
+        return f" The memory planner finds no batch that fits in {free / GIB:.2f} GiB free with these settings."
+    return (
+        f" The memory planner fits batch_size={batch} in the {free / GIB:.2f} GiB free now (or use batch_size='auto')."
     )

@@ -29,7 +29,7 @@ from utils.options.arguments import TrainArguments
 from utils.options.optimizations import OptimizationReport, TrainingOptimizer
 from utils.text.frontend import TextFrontEnd
 from utils.training.checkpointing.checkpoints import CheckpointWriter
-from utils.training.inputs import ddp_data
+from utils.training.inputs import batching
 from utils.training.inputs.batching import optimizer_steps_per_epoch
 from utils.training.inputs.dataset import DATASET_KEY, DRAWS_KEY, DURATION_KEY
 from utils.training.loop.contract import TrainerParts, never_stop
@@ -344,7 +344,7 @@ def build_training_setup(
         args.vocab_new_tokens,
         run_vocab=run_dir / VOCAB_FILE if resume else None,
     )
-    steps_per_epoch = ddp_data.steps_per_epoch(report.epoch_rows, args.batch_size)
+    steps_per_epoch = batching.rank_steps_per_epoch(report.epoch_rows, args.batch_size)
     config, milestones = make_gpt_config(
         args,
         base,

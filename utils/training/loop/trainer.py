@@ -12,9 +12,10 @@ scaler and restore. What this class changes, and why:
 - Checkpoints are written by `CheckpointWriter` (atomic, in the background, named by the steps done, never NaN,
   only the newest kept), and leave out the frozen DVAE and HiFi-GAN. A resume continues the step count exactly,
   from the newest checkpoint or the one the caller names, and finishes the interrupted epoch's remaining steps only
-  (utils.training.loop.epoch_position).
+  (utils.training.checkpointing.random_state.EpochPosition).
 - A new run trains in the folder the caller created (`run_dir`), not in one the trainer names by the minute, so
-  two runs started together never share a folder; its config.json is written atomically.
+  two runs started together never share a folder; its config.json is written atomically
+  (`CoquiTrainer`, the base class).
 - An out-of-memory error in a step (or an eval-loss batch) trains the same batch again in micro-batches of half as
   many clips, and the run goes on at that size (utils.training.loop.micro_steps).
 """
@@ -42,8 +43,8 @@ from utils.training.checkpointing.checkpoints import (
     remove_stale_temporaries,
     set_aside_newer,
 )
+from utils.training.checkpointing.random_state import EpochPosition
 from utils.training.loop.contract import TrainerParts
-from utils.training.loop.epoch_position import EpochPosition
 from utils.training.loop.micro_steps import OutOfMemoryRecovery, OutOfMemoryStop
 from utils.training.ranks import distributed
 from utils.training.recording.checkpoint_files import BEST_MODEL_FILE, checkpoint_path
@@ -84,28 +85,66 @@ def _construction_hooks(run_dir: Path | None) -> Iterator[None]:
             coqui_trainer_module.get_experiment_folder_path, coqui_trainer_module.copy_model_files = saved
 
 
-class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
-    """coqui's Trainer with the run's epochs written out (see the module docstring).
+class CoquiTrainer(Trainer):
+    """coqui's Trainer with the construction hooks above (`run_dir`: a new run's folder; `restore_from`: the
+    checkpoint a resume continues from, else the newest full one)."""
+
+    def __init__(
+        self, *args: Any, run_dir: Path | None = None, restore_from: Path | None = None, **kwargs: Any
+    ) -> None:
+        self._restore_from = restore_from  # read by init_training, which coqui's constructor calls
+        handlers_before = set(logging.getLogger("trainer").handlers)
+        with _construction_hooks(run_dir):
+            super().__init__(*args, **kwargs)
+        # The trainer adds a log-file handler per instance and never removes it; remember ours.
+        self._own_handlers = [h for h in logging.getLogger("trainer").handlers if h not in handlers_before]
+
+    def init_training(self, args: Any, coqpit_overrides: list[str], config: Any = None) -> tuple[Any, dict[str, Any]]:
+        """A resume reads the run's config.json and restores the checkpoint the caller chose, else the newest
+        full one (coqui's own pick loads every best model to compare steps, and prefers a weights-only one)."""
+        if not args.continue_path:
+            return config, {}
+        config.load_json(str(Path(args.continue_path) / "config.json"))
+        chosen = self._restore_from or newest_checkpoint(Path(args.continue_path))
+        if chosen is None:
+            raise ValueError(f"{args.continue_path} holds no checkpoint to continue from.")
+        args.restore_path = str(chosen)
+        return config, {"restore_path": args.restore_path}
+
+    def _setup_logger_config(self, log_file: str) -> None:
+        if distributed.is_main_process():
+            super()._setup_logger_config(log_file)
+            return
+        # Another rank: no trainer_<rank>_log.txt in the run folder, and no console copy of rank 0's progress.
+        trainer_log = logging.getLogger("trainer")
+        trainer_log.handlers = [h for h in trainer_log.handlers if not isinstance(h, logging.StreamHandler)]
+
+    def save_training_script(self) -> None:
+        # The trainer copies sys.argv[0] into the run; in a notebook or the web UI that is the host's
+        # launcher, not a training script. run.json records the call instead.
+        return
+
+    def close_log_files(self) -> None:
+        trainer_log = logging.getLogger("trainer")
+        for handler in self._own_handlers:
+            trainer_log.removeHandler(handler)
+            handler.close()
+        self._own_handlers = []
+
+
+class FineTuneTrainer(OutOfMemoryRecovery, CoquiTrainer):
+    """coqui's Trainer with the run's epochs written out (see the module docstring). About 260 lines on purpose: the
+    loop from `fit` to a step's end, and the saves its endings call, are one read.
 
     After `fit`, `outcome` is FINISHED, STOPPED (stop requested) or INTERRUPTED (Ctrl-C); a diverged loss raises
     TrainingDiverged. `stop_checkpoint` is the checkpoint saved on stop or interrupt, `stop_reason` why the run
     stopped itself (out of memory at one clip per micro-batch).
     """
 
-    def __init__(
-        self,
-        *args: Any,
-        parts: TrainerParts,
-        run_dir: Path | None = None,
-        restore_from: Path | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self._restore_from = restore_from  # read by init_training, which coqui's constructor calls
-        handlers_before = set(logging.getLogger("trainer").handlers)
-        with _construction_hooks(run_dir):
-            super().__init__(*args, dashboard_logger=parts.metrics, **kwargs)
-        # The trainer adds a log-file handler per instance and never removes it; remember ours.
-        self._own_handlers = [h for h in logging.getLogger("trainer").handlers if h not in handlers_before]
+    def __init__(self, *args: Any, parts: TrainerParts, **kwargs: Any) -> None:
+        """coqui's arguments (TrainerArgs, config, model, samples; `run_dir`, `restore_from`: CoquiTrainer) and the
+        collaborators this loop calls (`parts`)."""
+        super().__init__(*args, dashboard_logger=parts.metrics, **kwargs)
         self.parts = parts
         self.checkpoints = parts.checkpoints
         self.phase_times = parts.timings
@@ -202,7 +241,7 @@ class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
         loader = self.position.epoch_loader(self.train_loader, self.epochs_done, self.total_steps_done)
         self.model.train()
         self.callbacks.on_train_epoch_start(self)  # coqui's: the model's own (XTTS: all in eval but the GPT)
-        self.dashboard_logger.on_train_epoch_start(self)
+        self.parts.metrics.on_train_epoch_start(self)
         if self.parts.ranks is not None:
             self.parts.ranks.on_epoch_start()
         self.c_logger.print_train_start()
@@ -210,7 +249,7 @@ class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
         with self.phase_times.phase(DATA):  # what the steps inside leave: the loader's next batch, logging
             for position, batch in enumerate(loader):
                 with self.phase_times.phase(TRAIN_STEPS):
-                    self.dashboard_logger.on_train_step_start(self)
+                    self.parts.metrics.on_train_step_start(self)
                     if self.parts.ranks is not None:
                         self.parts.ranks.on_step_start(position + 1, steps, self.grad_accum_steps)
                     self.train_step(batch, steps, position, started)
@@ -234,7 +273,7 @@ class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
             scoring_stop = self.parts.scoring is not None and self.parts.scoring.stop_requested
             agreed = ranks.step_end(self, batch, self.parts.should_stop() or scoring_stop)
         self.position.mark_step_end(loader, self.epochs_done, self.total_steps_done)
-        self.dashboard_logger.on_train_step_end(self, ranks.record_fields() if ranks is not None else None)
+        self.parts.metrics.on_train_step_end(self, ranks.record_fields() if ranks is not None else None)
         self.checkpoints.poll()  # a background write that finished: its follow-up or its error (DiskFull)
         if self.parts.scoring is not None:
             self.parts.scoring.collect()
@@ -340,32 +379,7 @@ class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
         except Exception as exc:  # noqa: BLE001 - the original error is the one to report
             log.warning("An evaluation being scored when the run failed was not recorded: %s", exc)
 
-    # --- coqui's hooks ---------------------------------------------------------------------------------
-    def init_training(self, args: Any, coqpit_overrides: list[str], config: Any = None) -> tuple[Any, dict[str, Any]]:
-        """A resume reads the run's config.json and restores the checkpoint the caller chose, else the newest
-        full one (coqui's own pick loads every best model to compare steps, and prefers a weights-only one)."""
-        if not args.continue_path:
-            return config, {}
-        config.load_json(str(Path(args.continue_path) / "config.json"))
-        chosen = self._restore_from or newest_checkpoint(Path(args.continue_path))
-        if chosen is None:
-            raise ValueError(f"{args.continue_path} holds no checkpoint to continue from.")
-        args.restore_path = str(chosen)
-        return config, {"restore_path": args.restore_path}
-
-    def _setup_logger_config(self, log_file: str) -> None:
-        if distributed.is_main_process():
-            super()._setup_logger_config(log_file)
-            return
-        # Another rank: no trainer_<rank>_log.txt in the run folder, and no console copy of rank 0's progress.
-        trainer_log = logging.getLogger("trainer")
-        trainer_log.handlers = [h for h in trainer_log.handlers if not isinstance(h, logging.StreamHandler)]
-
-    def save_training_script(self) -> None:
-        # The trainer copies sys.argv[0] into the run; in a notebook or the web UI that is the host's
-        # launcher, not a training script. run.json records the call instead.
-        return
-
+    # --- coqui's evaluation ------------------------------------------------------------------------
     def eval_precision(self) -> contextlib.AbstractContextManager:
         """coqui's evaluation ran in full precision even when training used autocast; it runs as training does
         (its batch is formatted outside, in full precision, as a training batch is)."""
@@ -380,13 +394,6 @@ class FineTuneTrainer(OutOfMemoryRecovery, Trainer):
         self.close_log_files()
         self.model = None
         self.optimizer = None
-
-    def close_log_files(self) -> None:
-        trainer_log = logging.getLogger("trainer")
-        for handler in self._own_handlers:
-            trainer_log.removeHandler(handler)
-            handler.close()
-        self._own_handlers = []
 
 
 class DivergenceGuard:

@@ -95,7 +95,8 @@ def ended_message(status: RunStatus, checkpoint: str = "") -> str:
 
 
 class TrainingRunner:
-    """Starts, stops and follows one training worker at a time, through its run folder."""
+    """Starts, stops and follows one training worker at a time, through its run folder. About 250 lines: control,
+    re-attaching after a restart and following the folder share one lock and one state."""
 
     def __init__(self, output_dir: str | os.PathLike, *, reattach: bool = True) -> None:
         """`reattach`: follow a worker of the output folder that still trains (the web app after a restart); a

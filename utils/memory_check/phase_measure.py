@@ -1,6 +1,6 @@
 """Measuring the real memory of a run's phases on the CPU, to check the planner's per-phase plan against.
 
-As utils.training.evaluation.step_measure measures a training step, this measures, on the same kind of real model
+As utils.memory_check.step_measure measures a training step, this measures, on the same kind of real model
 (train_gpt's setup, coqui's Trainer), what the other phases allocate on top of what is resident (weights, buffers, AdamW
 state): one batch of the eval-loss pass (`Trainer.eval_step`, as `eval_epoch` runs it) and a scored evaluation's
 parts (`conditioning_latents` of the reference clip, `generate_latents` of n texts as one batch, with the
@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from utils.training.evaluation.step_measure import (
+from utils.memory_check.step_measure import (
     batch_shapes,
     measure_cpu_step,
     measuring_setup,
