@@ -273,10 +273,11 @@ def measure(row: Row, opts: argparse.Namespace, setup: Any, batch_size: int | No
     peaks: list[tuple[int, int]] = []
     callbacks = trainer.callbacks.callbacks_on_train_step_end
     callbacks[:] = [c for c in callbacks if not getattr(c, "bench_peak", False)]  # one per measure() call
-    if cuda:  # read each step's peak before the metrics logger resets it for its record
+    if cuda:  # each step's own peak: read at the step's end, then reset for the next step
 
         def read_peak(_: Any) -> None:
             peaks.append((torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()))
+            torch.cuda.reset_peak_memory_stats()
 
         read_peak.bench_peak = True  # type: ignore[attr-defined]
         callbacks.insert(0, read_peak)
