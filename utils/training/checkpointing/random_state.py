@@ -92,7 +92,7 @@ class EpochPosition:
             batches.set_epoch(epochs_done)
             batches.skip_batches = done_in_epoch if 0 < done_in_epoch <= len(full) else 0
         saved, self.saved_state = self.saved_state, None
-        restore = None if saved is None else (lambda: restore(saved))
+        on_start = None if saved is None else (lambda: restore(saved))
         where = (saved or {}).get("sampler") or {}
         if where and (where.get("epoch"), where.get("position")) != (epochs_done, done_in_epoch):
             log.warning(
@@ -102,10 +102,10 @@ class EpochPosition:
                 epochs_done,
                 done_in_epoch,
             )
-        if not 0 < done_in_epoch <= len(full) and restore is None:
+        if not 0 < done_in_epoch <= len(full) and on_start is None:
             return full
         steps = len(full) - done_in_epoch if 0 < done_in_epoch <= len(full) else len(full)
-        return FirstSteps(full, steps, restore)
+        return FirstSteps(full, steps, on_start)
 
     def state_now(self, loader: Any, epochs_done: int, total_steps_done: int) -> dict[str, Any]:
         """The generators and the sampler's place now."""
