@@ -16,40 +16,13 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import math
 import os
-import struct
 import sys
 import tempfile
-import wave
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def _write_clip(path: Path, seconds: float, index: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rate = 22050
-    frames = b"".join(
-        struct.pack("<h", int(8000 * math.sin(2 * math.pi * (180 + 20 * index) * n / rate)))
-        for n in range(int(seconds * rate))
-    )
-    with wave.open(str(path), "wb") as handle:
-        handle.setnchannels(1)
-        handle.setsampwidth(2)
-        handle.setframerate(rate)
-        handle.writeframes(frames)
-
-
-def _dataset(folder: Path) -> Path:
-    csv = folder / "metadata.csv"
-    lines = ["audio_file|text|speaker_name"]
-    for i, text in enumerate(["hello there friend", "the quick brown fox", "one two three four", "a fine day"] * 3):
-        _write_clip(folder / "wavs" / f"clip{i:02d}.wav", 1.5 + 0.1 * i, i)
-        lines.append(f"wavs/clip{i:02d}.wav|{text}|speaker")
-    csv.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return csv
 
 
 def _package(path: str) -> str:
@@ -91,12 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", action="store_true", help="also print the path, file by file")
     options = parser.parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from utils.memory_check.step_measure import write_clips
     from utils.model.base_models import ensure_base_model
     from utils.training.process.runner import TrainingRunner
     from utils.training.process.worker import run_main
 
     work = Path(tempfile.mkdtemp(prefix="xtts-run-path-"))
-    csv = _dataset(work / "data")
+    csv = write_clips(work / "data", rows=12, seconds=1.5)
     ensure_base_model("tiny")
     kwargs = {
         "train_csv": str(csv),

@@ -85,7 +85,7 @@ def build_model_folder(
     return build_resized_model(folder, sizes, models_dir)
 
 
-def _write_clips(folder: Path, rows: int, seconds: float) -> Path:
+def write_clips(folder: Path, rows: int, seconds: float) -> Path:
     """Speech-like clips (harmonics on a wandering pitch) and a coqui-format CSV."""
     import soundfile as sf
 
@@ -124,7 +124,7 @@ def measuring_setup(
     from utils.training.recording.run_record import METRICS_FILE, create_run_dir
 
     work_dir = Path(work_dir)
-    csv_path = _write_clips(work_dir / "data", 2 * batch_size + 3, clip_seconds)
+    csv_path = write_clips(work_dir / "data", 2 * batch_size + 3, clip_seconds)
     fixed = {"num_epochs": 1, "batch_size": batch_size, "grad_acumm": 1, "precision": "fp32", "num_workers": 0}
     args = TrainArguments(
         version=version,

@@ -87,10 +87,11 @@ class EpochPosition:
         """The loader of this epoch: `full`, or after a resume its batches not yet trained (a `FirstSteps`)."""
         done_in_epoch = total_steps_done - epochs_done * len(full) if self.resuming else 0
         self.resuming = False
+        partial = 0 < done_in_epoch <= len(full)
         batches = getattr(full, "batch_sampler", None)
         if hasattr(batches, "set_epoch"):  # the epoch's order comes from (seed, epoch): a resume recomputes it
             batches.set_epoch(epochs_done)
-            batches.skip_batches = done_in_epoch if 0 < done_in_epoch <= len(full) else 0
+            batches.skip_batches = done_in_epoch if partial else 0
         saved, self.saved_state = self.saved_state, None
         on_start = None if saved is None else (lambda: restore(saved))
         where = (saved or {}).get("sampler") or {}
@@ -102,19 +103,17 @@ class EpochPosition:
                 epochs_done,
                 done_in_epoch,
             )
-        if not 0 < done_in_epoch <= len(full) and on_start is None:
+        if not partial and on_start is None:
             return full
-        steps = len(full) - done_in_epoch if 0 < done_in_epoch <= len(full) else len(full)
-        return FirstSteps(full, steps, on_start)
+        return FirstSteps(full, len(full) - done_in_epoch if partial else len(full), on_start)
 
-    def state_now(self, loader: Any, epochs_done: int, total_steps_done: int) -> dict[str, Any]:
-        """The generators and the sampler's place now."""
-        full = loader.loader if isinstance(loader, FirstSteps) else loader
+    def state_now(self, full: Any, epochs_done: int, total_steps_done: int) -> dict[str, Any]:
+        """The generators and the sampler's place now (`full`: the epoch's whole loader, None before the first)."""
         position = total_steps_done - epochs_done * len(full) if full is not None else 0
         return capture(epochs_done, position)
 
-    def mark_step_end(self, loader: Any, epochs_done: int, total_steps_done: int) -> None:
-        self.boundary = self.state_now(loader, epochs_done, total_steps_done)
+    def mark_step_end(self, full: Any, epochs_done: int, total_steps_done: int) -> None:
+        self.boundary = self.state_now(full, epochs_done, total_steps_done)
 
 
 class FirstSteps:

@@ -56,8 +56,6 @@ class RankSync(Protocol):
     def join(self, model: Any) -> None:
         """Before the first step, on every rank (a collective): the GPT wrapped to average gradients."""
 
-    def on_epoch_start(self) -> None: ...
-
     def on_step_start(self, position: int, steps_in_epoch: int, grad_accum_steps: int) -> None:
         """Whether this step's backward exchanges gradients (the last of an optimizer step's batches does)."""
 

@@ -242,8 +242,6 @@ class FineTuneTrainer(OutOfMemoryRecovery, CoquiTrainer):
         self.model.train()
         self.callbacks.on_train_epoch_start(self)  # coqui's: the model's own (XTTS: all in eval but the GPT)
         self.parts.metrics.on_train_epoch_start(self)
-        if self.parts.ranks is not None:
-            self.parts.ranks.on_epoch_start()
         self.c_logger.print_train_start()
         steps, started = len(loader), time.time()
         with self.phase_times.phase(DATA):  # what the steps inside leave: the loader's next batch, logging
@@ -253,7 +251,7 @@ class FineTuneTrainer(OutOfMemoryRecovery, CoquiTrainer):
                     if self.parts.ranks is not None:
                         self.parts.ranks.on_step_start(position + 1, steps, self.grad_accum_steps)
                     self.train_step(batch, steps, position, started)
-                    self._step_end(loader, batch)
+                    self._step_end(batch)
                 started = time.time()
         self.callbacks.on_train_epoch_end(self)
         self._stepped_optimizers.clear()  # coqui's scheduler steps per optimizer step (scheduler_after_epoch off)
@@ -262,7 +260,7 @@ class FineTuneTrainer(OutOfMemoryRecovery, CoquiTrainer):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
-    def _step_end(self, loader: Any, batch: dict[str, Any]) -> None:
+    def _step_end(self, batch: dict[str, Any]) -> None:
         """After each step, in this order: the ranks agree on a stop (one all_reduce), the random state at this
         step boundary is kept (what a Ctrl-C's checkpoint saves), the step's metrics record is written, a
         background save's or scoring's result is taken in, a periodic checkpoint is saved, then the run stops
@@ -272,7 +270,7 @@ class FineTuneTrainer(OutOfMemoryRecovery, CoquiTrainer):
         if ranks is not None:  # the caller's stop, or rank 0's early stop: every rank stops after this step
             scoring_stop = self.parts.scoring is not None and self.parts.scoring.stop_requested
             agreed = ranks.step_end(self, batch, self.parts.should_stop() or scoring_stop)
-        self.position.mark_step_end(loader, self.epochs_done, self.total_steps_done)
+        self.position.mark_step_end(self.train_loader, self.epochs_done, self.total_steps_done)
         self.parts.metrics.on_train_step_end(self, ranks.record_fields() if ranks is not None else None)
         self.checkpoints.poll()  # a background write that finished: its follow-up or its error (DiskFull)
         if self.parts.scoring is not None:

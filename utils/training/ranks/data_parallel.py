@@ -62,15 +62,9 @@ class DataParallelRanks:
         self.sync = StepSync(self.step, self.devices)
         self.trace = rank_trace(model, self.step)  # only with $XTTS_DDP_TRACE set
 
-    def on_epoch_start(self) -> None:
-        # The batch sampler's epoch and a resumed epoch's start are set by the trainer's EpochPosition.
-        assert self.step is not None
-        self.step.step_in_epoch = 0
-
     def on_step_start(self, position: int, steps_in_epoch: int, grad_accum_steps: int) -> None:
         # coqui steps the optimizer after every grad_accum_steps-th batch of the epoch and after its last one.
         assert self.step is not None
-        self.step.step_in_epoch = position
         self.step.sync_gradients = position % grad_accum_steps == 0 or position == steps_in_epoch
 
     def step_end(self, trainer: Any, batch: dict[str, Any], local_stop: bool) -> bool:
@@ -87,13 +81,12 @@ class DataParallelRanks:
 
 
 class DataParallelStep:
-    """The training forward through DDP, and where each step stands in its epoch (for the accumulation)."""
+    """The training forward through DDP, exchanging gradients on the steps that end an optimizer step."""
 
     def __init__(self, model: Any, ddp: DistributedDataParallel) -> None:
         self.model = model
         self.ddp = ddp
         self.plain_forward = model.forward
-        self.step_in_epoch = 0
         self.sync_gradients = True
         self.losses: tuple[float, float] = (math.nan, math.nan)  # this rank's weighted loss terms of the last step
 
@@ -123,13 +116,12 @@ class DataParallelStep:
 
 
 class StepSync:
-    """The first step-end callback on every rank: one all_reduce (a sum where each rank fills its own slots)
-    of [stop requested anywhere, each rank's loss terms and memory]."""
+    """First at every step's end on every rank (DataParallelRanks.step_end): one all_reduce (a sum where each rank
+    fills its own slots) of [stop requested anywhere, each rank's loss terms and memory]."""
 
     def __init__(self, step: DataParallelStep, devices: list[str]) -> None:
         self.step = step
         self.devices = devices
-        self.stop = False
         self.ranks: list[dict[str, Any]] = []
 
     def __call__(self, local_stop: bool) -> bool:
@@ -146,7 +138,7 @@ class StepSync:
         reduced = values.cuda() if on_gpu else values
         dist.all_reduce(reduced)
         values = reduced.cpu() if on_gpu else reduced
-        self.stop = bool(values[0] > 0)
+        stop = bool(values[0] > 0)
         rows = values[1:].view(world, len(fields)).tolist()
         self.ranks = [
             {"rank": r, "device": self.devices[r], **{f: _value(f, v) for f, v in zip(fields, row, strict=True)}}
@@ -154,7 +146,7 @@ class StepSync:
         ]
         if me != 0 and torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.reset_peak_memory_stats()  # peaks per step, as rank 0's metrics logger keeps them
-        return self.stop
+        return stop
 
     def record_fields(self) -> dict[str, Any]:
         """What rank 0 adds to a step's metrics record: the loss averaged over the ranks, and each rank's
