@@ -87,6 +87,11 @@ FORM: dict[str, UI] = {
     "reference_search": UI(
         "Reference clips tried at the end", QUALITY, info="the best goes into ready/; 0 keeps the run's own clip"
     ),
+    "quality_max_audio_tokens": UI(
+        "Longest scored clip (audio tokens)",
+        QUALITY,
+        info="~21.5 a second; 0 = 1.5 x its real clip. A cap keeps CPU scoring short",
+    ),
     "retention_languages": UI(
         "Languages kept (retention check)", QUALITY, info="spoken and scored at each evaluation; auto, codes, or empty"
     ),
