@@ -27,7 +27,7 @@ def logger_for(tmp_path, events=None) -> MetricsLogger:
 def one_step(logger: MetricsLogger, step: int, text: float, mel: float, scaled_loss: float) -> None:
     trainer = SimpleNamespace(epochs_done=0, model=None)
     logger.log_for(trainer)
-    logger.on_train_step_start(trainer)
+    logger.on_train_step_start()
     logger.train_step_stats(
         step,
         {
@@ -38,7 +38,7 @@ def one_step(logger: MetricsLogger, step: int, text: float, mel: float, scaled_l
             "grad_norm": 1.5,
         },
     )
-    logger.on_train_step_end(trainer)
+    logger.on_train_step_end()
 
 
 def test_records_are_written_and_flushed_per_step(tmp_path):

@@ -241,13 +241,13 @@ class FineTuneTrainer(OutOfMemoryRecovery, CoquiTrainer):
         loader = self.position.epoch_loader(self.train_loader, self.epochs_done, self.total_steps_done)
         self.model.train()
         self.callbacks.on_train_epoch_start(self)  # coqui's: the model's own (XTTS: all in eval but the GPT)
-        self.parts.metrics.on_train_epoch_start(self)
+        self.parts.metrics.on_train_epoch_start()
         self.c_logger.print_train_start()
         steps, started = len(loader), time.time()
         with self.phase_times.phase(DATA):  # what the steps inside leave: the loader's next batch, logging
             for position, batch in enumerate(loader):
                 with self.phase_times.phase(TRAIN_STEPS):
-                    self.parts.metrics.on_train_step_start(self)
+                    self.parts.metrics.on_train_step_start()
                     if self.parts.ranks is not None:
                         self.parts.ranks.on_step_start(position + 1, steps, self.grad_accum_steps)
                     self.train_step(batch, steps, position, started)
@@ -271,7 +271,7 @@ class FineTuneTrainer(OutOfMemoryRecovery, CoquiTrainer):
             scoring_stop = self.parts.scoring is not None and self.parts.scoring.stop_requested
             agreed = ranks.step_end(self, batch, self.parts.should_stop() or scoring_stop)
         self.position.mark_step_end(self.train_loader, self.epochs_done, self.total_steps_done)
-        self.parts.metrics.on_train_step_end(self, ranks.record_fields() if ranks is not None else None)
+        self.parts.metrics.on_train_step_end(ranks.record_fields() if ranks is not None else None)
         self.checkpoints.poll()  # a background write that finished: its follow-up or its error (DiskFull)
         if self.parts.scoring is not None:
             self.parts.scoring.collect()

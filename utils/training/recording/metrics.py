@@ -53,9 +53,8 @@ class MetricsLogger(BaseDashboardLogger):
         self.total_steps = total_steps
         self.on_event = on_event
         self.tensorboard = tensorboard
-        self.trainer: Any = (
-            None  # the trainer it logs for (`log_for`): its epoch and the clips its model failed to load
-        )
+        # The trainer it logs for (`log_for`): its epoch and the clips its model failed to load.
+        self.trainer: Any = None
         self.last_train: dict[str, Any] | None = None
         self.nonfinite_streak = 0
         self._pending: TrainRecord | None = None
@@ -68,10 +67,10 @@ class MetricsLogger(BaseDashboardLogger):
         """The trainer this logger records for (it calls this once it is built)."""
         self.trainer = trainer
 
-    def on_train_step_start(self, trainer: Any) -> None:
+    def on_train_step_start(self) -> None:
         self._step_started = time.perf_counter()
 
-    def on_train_step_end(self, trainer: Any, extra: dict[str, Any] | None = None) -> None:
+    def on_train_step_end(self, extra: dict[str, Any] | None = None) -> None:
         """The step's record, written; `extra`: what a multi-process run adds (the loss over the ranks, each rank's
         memory)."""
         ended = time.perf_counter()
@@ -90,7 +89,7 @@ class MetricsLogger(BaseDashboardLogger):
         )
         self.last_train = self._emit(pending)
 
-    def on_train_epoch_start(self, trainer: Any) -> None:
+    def on_train_epoch_start(self) -> None:
         # Time spent between epochs (eval, checkpoints) is not data loading.
         self._last_step_ended = None
 
