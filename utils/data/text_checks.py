@@ -17,8 +17,8 @@ def text_check_options(
     lexicon_file: str = "",
 ) -> dict[str, Any]:
     """validate_dataset's keywords that check text exactly as a run with these settings will see it: through its
-    front end (its pronunciation lexicon included), and against its vocab (`vocab`: the run's vocab file,
-    utils.model.base_models.run_vocab_file; None or missing: no vocab check). Raises ValueError for a
-    lexicon_file that does not read."""
+    front end (its pronunciation lexicon included), and against its vocab (`vocab`: the run's vocab file as
+    utils.model.base_models.run_vocab_file finds it, None when it is not on disk: no vocab check). Raises
+    ValueError for a lexicon_file that does not read."""
     frontend = TextFrontEnd.for_run(canonical_language(language), use_amharic_g2p, lexicon_file)
-    return {"text_frontend": frontend, "vocab_path": vocab if vocab is not None and vocab.is_file() else None}
+    return {"text_frontend": frontend, "vocab_path": vocab}

@@ -133,7 +133,7 @@ def run_vocab_file(version: str, custom_model: str = "", models_dir: str | os.Pa
         if version == TINY
         else models_root(models_dir) / version / "vocab.json"
     )
-    return vocab if vocab is not None and vocab.is_file() else None
+    return vocab if vocab.is_file() else None
 
 
 def _is_model_folder(entry: Path) -> bool:
